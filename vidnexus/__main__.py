@@ -1,0 +1,3 @@
+from vidnexus.cli import main
+
+main()

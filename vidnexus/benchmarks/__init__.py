@@ -1,0 +1,30 @@
+"""Benchmarks behind ``vidnexus bench NAME``: each prints a table and returns the JSON document
+``{"name", "machine", "config", "results", "summary"}``. Results of reported runs are kept in the
+repository's ``bench/results/``."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from vidnexus.errors import VidnexusError
+
+__all__ = ["run_benchmark", "BENCHMARKS"]
+
+
+def _drop_policies(quick: bool, console: Any) -> dict[str, Any]:
+    from vidnexus.benchmarks.drop_policies import run
+
+    return run(quick=quick, console=console)
+
+
+BENCHMARKS: dict[str, Callable[[bool, Any], dict[str, Any]]] = {
+    "drop-policies": _drop_policies,
+}
+
+
+def run_benchmark(name: str, *, quick: bool, console: Any) -> dict[str, Any]:
+    try:
+        fn = BENCHMARKS[name]
+    except KeyError:
+        raise VidnexusError(f"unknown benchmark {name!r}; available: {', '.join(sorted(BENCHMARKS))}") from None
+    return fn(quick, console)

@@ -1,0 +1,129 @@
+"""Early drop vs lazy drop vs no-drop FIFO (Nexus SOSP Fig. 5/9; dissertation §3.5).
+
+Part 1, simulator: SLO 100 ms, ℓ(b) = αb + β with β = 50 ms − 25α so the optimal throughput stays
+500 req/s (b = 25, ℓ = 50 ms = SLO/2); uniform and Poisson arrivals; goodput = highest rate with
+≥ 99% of requests within the SLO (drops and late replies are misses), by bisection.
+
+Part 2, the real executor on this CPU: a real model (MobileNetV3-Small at 224 px, random weights:
+compute cost only) profiled first, then served by the in-process executor under an open-loop
+Poisson load at fractions of its profiled saturated throughput, once per policy.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from vidnexus.benchmarks.machine import machine_info
+from vidnexus.gpu_executor.backend import SessionSpec
+from vidnexus.gpu_executor.profile import Profile
+from vidnexus.sim.loadgen import arrivals
+from vidnexus.sim.simulator import goodput, simulate
+
+__all__ = ["run", "sim_goodput"]
+
+POLICIES = ("early_drop", "lazy_drop", "fifo")
+
+
+def sim_goodput(policy: str, alpha_ms: float, kind: str, duration_s: float, seeds: int = 1) -> float:
+    beta_ms = 50.0 - 25.0 * alpha_ms
+    prof = Profile.linear(alpha_ms / 1000, beta_ms / 1000, 64)
+    spec = [SessionSpec("s", "m", 0.100, policy=policy)]  # type: ignore[arg-type]
+
+    def frac(rate: float) -> float:
+        fr = [simulate(spec, {"m": prof}, arrivals(kind, rate, duration_s, "s", seed=sd)).good_fraction  # type: ignore[arg-type]
+              for sd in range(seeds)]
+        return min(fr)
+
+    return goodput(frac, 20.0, 600.0, tol=0.005)
+
+
+def _real_part(quick: bool, console: Any) -> dict[str, Any]:
+    import concurrent.futures as cf
+
+    import numpy as np
+    import torch
+
+    from vidnexus.clock import MonotonicClock
+    from vidnexus.gpu_executor.executor import Executor
+    from vidnexus.gpu_executor.profiler import profile_runner
+    from vidnexus.gpu_executor.runner import TorchRunner
+    from vidnexus.gpu_executor.zoo import ZOO
+
+    torch.set_num_threads(1)
+    model_name = "mobilenet_v3_small"
+    runner = TorchRunner(model_name, ZOO[model_name].factory(), postprocess=lambda r: None)
+    x = np.random.default_rng(0).random((3, 224, 224), dtype=np.float32)
+    sizes = [1, 2, 4, 8, 12, 16] if quick else [1, 2, 3, 4, 6, 8, 12, 16, 24]
+    prof, _ = profile_runner(runner, lambda: x, sizes, repeats=3 if quick else 5)
+    slo = max(0.100, 2 * prof.latency(8))  # an SLO that admits batching on this CPU
+    b_sat = prof.max_batch_within(slo / 2)
+    t_sat = prof.throughput(max(1, b_sat))
+    fractions = (0.7, 0.9, 1.05) if quick else (0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25)
+    duration = 4.0 if quick else 10.0
+    rows = []
+    for policy in POLICIES:
+        for f in fractions:
+            rate = f * t_sat
+            trace = arrivals("poisson", rate, duration, "s", seed=1)
+            clock = MonotonicClock()
+            ex = Executor([SessionSpec("s", model_name, slo, policy=policy)],  # type: ignore[arg-type]
+                          {model_name: runner}, {model_name: prof}, clock=clock, workers=1)
+            futs = []
+            with ex:
+                t0 = clock.now()
+                for a in trace:
+                    wait = t0 + a.t - clock.now()
+                    if wait > 0:
+                        time.sleep(wait)
+                    futs.append(ex.submit("s", x))
+                replies = [fu.result(timeout=60) for fu in cf.as_completed(futs)]
+            good = sum(1 for r in replies if r.ok and r.latency_s <= slo)
+            drops = sum(1 for r in replies if not r.ok)
+            st = ex.stats()[0]
+            rows.append({"policy": policy, "load": f, "rate": round(rate, 1), "requests": len(replies),
+                         "good_fraction": good / max(1, len(replies)), "drops": drops,
+                         "mean_batch": round(st["mean_batch"], 2), "p99_ms": round(st["latency_p99_ms"], 1)})
+            console.print(f"  real {policy:10s} load {f:4.2f} ({rate:6.1f} req/s): "
+                          f"{100 * good / max(1, len(replies)):6.2f}% within SLO, mean batch {st['mean_batch']:.1f}")
+    best = {p: max([r["rate"] for r in rows if r["policy"] == p and r["good_fraction"] >= 0.99] or [0.0])
+            for p in POLICIES}
+    return {"model": model_name, "slo_ms": round(slo * 1000, 1), "profile": prof.to_dict(),
+            "saturated_batch": b_sat, "saturated_throughput": round(t_sat, 1), "rows": rows,
+            "goodput_by_policy": best}
+
+
+def run(quick: bool, console: Any) -> dict[str, Any]:
+    from rich.table import Table
+
+    alphas = (0.4, 1.2) if quick else (0.2, 0.4, 0.8, 1.2, 1.6)
+    duration = 10.0 if quick else 30.0
+    seeds = 1 if quick else 3
+    results = []
+    t0 = time.perf_counter()
+    table = Table("arrivals", "α ms", "β ms", *[f"{p} req/s" for p in POLICIES], "early/lazy",
+                  title="drop policies in the simulator (SLO 100 ms, optimum 500 req/s)")
+    for kind in ("uniform", "poisson"):
+        for a in alphas:
+            g = {p: sim_goodput(p, a, kind, duration, seeds) for p in POLICIES}
+            ratio = g["early_drop"] / g["lazy_drop"] if g["lazy_drop"] else float("inf")
+            results.append({"part": "sim", "arrivals": kind, "alpha_ms": a, "beta_ms": 50 - 25 * a,
+                            **{f"goodput_{p}": round(v, 1) for p, v in g.items()},
+                            "early_over_lazy": round(ratio, 3)})
+            table.add_row(kind, f"{a:.1f}", f"{50 - 25 * a:.0f}", *[f"{g[p]:.0f}" for p in POLICIES], f"{ratio:.2f}")
+    console.print(table)
+    console.print("real executor on this CPU:")
+    real = _real_part(quick, console)
+    poisson = [r["early_over_lazy"] for r in results if r["arrivals"] == "poisson"]
+    g = real["goodput_by_policy"]
+    summary = {
+        "early_over_lazy_poisson_min": min(poisson),
+        "early_over_lazy_poisson_max": max(poisson),
+        "real_early_over_lazy": round(g["early_drop"] / g["lazy_drop"], 3) if g["lazy_drop"] else None,
+        "real_early_over_fifo": round(g["early_drop"] / g["fifo"], 3) if g["fifo"] else None,
+    }
+    console.print(f"summary: {summary}  ({time.perf_counter() - t0:.0f} s)")
+    return {"name": "drop-policies", "machine": machine_info(),
+            "config": {"quick": quick, "alphas_ms": list(alphas), "sim_duration_s": duration, "seeds": seeds,
+                       "slo_ms": 100, "optimal_rps": 500},
+            "results": results + [{"part": "real", **real}], "summary": summary}

@@ -1,0 +1,256 @@
+"""The ``vidnexus`` command. Settings come from ``VNX_*`` environment variables (see
+``vidnexus config``); options given on the command line take precedence."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from vidnexus.config import Settings, load_settings
+from vidnexus.errors import VidnexusError
+
+console = Console()
+err_console = Console(stderr=True)
+
+app = typer.Typer(
+    name="vidnexus",
+    help="Video analytics over Kafka with SLO-driven DNN batching and SQL over results.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+services_app = typer.Typer(help="Local Kafka broker and ClickHouse server for development and CI.",
+                           no_args_is_help=True)
+models_app = typer.Typer(help="The model repository: list, show, profile.", no_args_is_help=True)
+app.add_typer(services_app, name="services")
+app.add_typer(models_app, name="models")
+
+
+def _settings(**overrides: Any) -> Settings:
+    return load_settings(**overrides)
+
+
+def print_result(res: Any, fmt: str = "table", title: str | None = None) -> None:
+    """Print a QueryResult as a rich table, CSV or JSON lines."""
+    if fmt == "json":
+        for row in res.dicts():
+            print(json.dumps(row, default=str))
+        return
+    if fmt == "csv":
+        import csv
+
+        w = csv.writer(sys.stdout)
+        w.writerow(res.columns)
+        w.writerows(res.rows)
+        return
+    t = Table(title=title, show_lines=False)
+    for c in res.columns:
+        t.add_column(c)
+    for r in res.rows:
+        t.add_row(*[("" if v is None else str(v)) for v in r])
+    console.print(t)
+
+
+# -- services ----------------------------------------------------------------------------------
+@services_app.command("up")
+def services_up(
+    only: Optional[str] = typer.Option(None, help="Start just one service: kafka or clickhouse."),
+) -> None:
+    """Install (cached) and start the services; wait until each answers. Idempotent."""
+    from vidnexus.services import all_services
+
+    for svc in all_services(_settings()):
+        if only and svc.name != only:
+            continue
+        st = svc.start(progress=lambda m: err_console.print(f"[dim]services:[/] {m}"))
+        console.print(f"{st.name}: running on {st.address} (pid {st.pid})")
+
+
+@services_app.command("down")
+def services_down() -> None:
+    """Stop the services started by `services up`."""
+    from vidnexus.services import all_services
+
+    for svc in reversed(all_services(_settings())):
+        console.print(f"{svc.name}: {'stopped' if svc.stop() else 'was not running'}")
+
+
+@services_app.command("status")
+def services_status() -> None:
+    """Show whether each service is running; exit code 1 if any is not."""
+    from vidnexus.services import all_services
+
+    ok = True
+    for svc in all_services(_settings()):
+        st = svc.status()
+        ok &= st.running
+        state = "running" if st.running else st.detail
+        console.print(f"{st.name}: {state} on {st.address}" + (f" (pid {st.pid})" if st.pid else ""))
+    raise typer.Exit(0 if ok else 1)
+
+
+# -- demo --------------------------------------------------------------------------------------
+@app.command()
+def demo(
+    name: str = typer.Argument("hud", help="Which demo: hud (the embedded pipeline demo)."),
+    streams: int = typer.Option(3, min=1, max=32, help="Number of synthetic camera streams."),
+    seconds: float = typer.Option(20.0, min=1.0, help="Length of each stream (seconds of video)."),
+    sample_fps: float = typer.Option(5.0, min=0.1, help="Sampling rate per stream (frames/s)."),
+    slo_ms: float = typer.Option(100.0, min=1.0, help="Latency SLO of the digit-reader session."),
+    fast: bool = typer.Option(False, help="Do not pace sources at real time."),
+) -> None:
+    """Run an end-to-end demo on the embedded default (in-process bus + chdb) and print SQL results."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from vidnexus.demo import DEMO_QUERIES, DemoConfig, run_demo
+
+    if name != "hud":
+        raise VidnexusError(f"unknown demo {name!r}; available: hud")
+    settings = _settings(bus="memory", store="chdb")
+    cfg = DemoConfig(streams=streams, seconds=seconds, sample_fps=sample_fps, slo_ms=slo_ms,
+                     realtime=not fast)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=err_console, transient=False) as prog:
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                label = "training/loading digit reader" if stage == "digit reader" else "frames → rows"
+                tasks[stage] = prog.add_task(label, total=total)
+            prog.update(tasks[stage], completed=done, total=total)
+
+        res = run_demo(settings, cfg, progress)
+    rep = res.model_report
+    console.print(
+        f"[bold]digit reader[/]: LeNet-5 trained by vidnexus on rendered HUD digits in "
+        f"{rep.get('train_seconds', '?')} s, held-out accuracy {100 * rep.get('heldout_accuracy', 0):.2f}% "
+        f"on {rep.get('heldout_examples', '?')} cells"
+    )
+    console.print(f"sampled frames: {res.sampled}, rows written: {res.rows} "
+                  f"(every sampled frame is a row: read, or dropped with its reason)")
+    for s in res.executor_stats:
+        console.print(
+            f"executor session [bold]{s['session']}[/]: {s['arrivals']} requests, mean batch "
+            f"{s['mean_batch']:.1f}, p50 {s['latency_p50_ms']:.1f} ms, p99 {s['latency_p99_ms']:.1f} ms, "
+            f"drops {s['drops'] or 'none'}"
+        )
+    for title in DEMO_QUERIES:
+        console.print(f"\n[bold]SQL[/] ({title}):[dim]{DEMO_QUERIES[title]}[/]")
+        print_result(res.tables[title])
+
+
+# -- sql ---------------------------------------------------------------------------------------
+@app.command()
+def sql(
+    query: str = typer.Argument(..., help="A SELECT statement."),
+    fmt: str = typer.Option("table", "--format", help="table, csv or json"),
+    store: Optional[str] = typer.Option(None, help="chdb or clickhouse [env: VNX_STORE]"),
+) -> None:
+    """Run SQL against the configured store (embedded chdb by default, or the ClickHouse server)."""
+    from vidnexus.connectors.store import open_store
+
+    if fmt not in ("table", "csv", "json"):
+        raise VidnexusError(f"unknown format {fmt!r}: use table, csv or json")
+    s = open_store(_settings(store=store))
+    try:
+        print_result(s.query(query), fmt)
+    finally:
+        s.close()
+
+
+# -- models ------------------------------------------------------------------------------------
+@models_app.command("list")
+def models_list() -> None:
+    """Architectures in the built-in zoo."""
+    from vidnexus.gpu_executor.zoo import ZOO
+
+    t = Table("name", "task", "input", "description")
+    for name, e in ZOO.items():
+        t.add_row(name, e.task, "×".join(map(str, e.input_shape)), e.description)
+    console.print(t)
+
+
+@models_app.command("profile")
+def models_profile(
+    name: str = typer.Argument(..., help="A model from `vidnexus models list`."),
+    device: str = typer.Option("cpu", help="cpu or cuda:N"),
+    max_batch: int = typer.Option(16, min=1, max=256, help="Largest batch size to measure."),
+    repeats: int = typer.Option(5, min=1, help="Timed runs per batch size."),
+    threads: int = typer.Option(0, min=0, help="torch threads (0 = torch default)."),
+) -> None:
+    """Measure ℓ(b) for b = 1…max_batch, fit ℓ(b) = αb + β, store the profile, print a table."""
+    from vidnexus.gpu_executor.profiler import profile_model, save_profile
+
+    settings = _settings()
+    prof, table = profile_model(name, device=device, max_batch=max_batch, repeats=repeats,
+                                threads=threads or None, progress=lambda b: err_console.print(f"[dim]b={b}[/]"))
+    path = save_profile(settings.data_dir / "profiles", name, device, prof)
+    t = Table("batch", "mean ms", "std ms", "req/s", title=f"{name} on {device}")
+    for b, mean, std in table:
+        t.add_row(str(b), f"{mean * 1000:.2f}", f"{std * 1000:.2f}", f"{b / mean:.1f}")
+    console.print(t)
+    a, bta = prof.fit()
+    console.print(f"fit: ℓ(b) = {a * 1000:.3f}·b + {bta * 1000:.3f} ms   saved to {path}")
+
+
+# -- bench -------------------------------------------------------------------------------------
+@app.command()
+def bench(
+    name: str = typer.Argument(..., help="Benchmark: drop-policies"),
+    quick: bool = typer.Option(False, help="A reduced run that finishes in about a minute."),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON result here."),
+) -> None:
+    """Run a benchmark: prints a table and writes JSON {name, machine, config, results, summary}."""
+    from vidnexus.bench import run_benchmark
+
+    doc = run_benchmark(name, quick=quick, console=console)
+    if json_path:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(doc, indent=2, default=str))
+        console.print(f"wrote {json_path}")
+
+
+@app.command()
+def config() -> None:
+    """Show the effective settings and the environment variable for each."""
+    s = _settings()
+    t = Table("setting", "env", "value", "meaning")
+    for name, f in Settings.model_fields.items():
+        t.add_row(name, f"VNX_{name.upper()}", str(getattr(s, name)), (f.description or "").strip())
+    console.print(t)
+
+
+@app.command()
+def version() -> None:
+    """Print the vidnexus version."""
+    from importlib.metadata import version as v
+
+    console.print(v("vidnexus"))
+
+
+def main() -> None:
+    """Entry point: one-line errors for user mistakes, non-zero exit codes."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        app(standalone_mode=False)
+    except VidnexusError as e:
+        err_console.print(f"[red]error:[/] {e}")
+        sys.exit(2)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    except Exception as e:  # click usage errors
+        import click
+
+        if isinstance(e, click.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
+        raise

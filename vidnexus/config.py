@@ -1,0 +1,105 @@
+"""Settings, read from ``VNX_*`` environment variables (pydantic-settings).
+
+Example:
+    >>> s = Settings(bus="memory", store="chdb")
+    >>> s.topic("frames")
+    'vnx.frames'
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings", "load_settings"]
+
+
+class Settings(BaseSettings):
+    """Runtime configuration. Every field can be set as ``VNX_<FIELD>`` in the environment."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="VNX_", frozen=True, extra="forbid", use_attribute_docstrings=True
+    )
+
+    bus: Literal["memory", "kafka"] = "memory"
+    """Message bus: ``memory`` (in-process, embedded mode) or ``kafka``."""
+
+    store: Literal["chdb", "clickhouse"] = "chdb"
+    """Result store: ``chdb`` (embedded ClickHouse) or ``clickhouse`` (a server, native protocol)."""
+
+    kafka_bootstrap: str = "127.0.0.1:19092"
+    """Kafka bootstrap servers, ``host:port[,host:port]`` (the local dev broker listens on 19092)."""
+
+    clickhouse_url: str = "clickhouse://default:@127.0.0.1:19000/default"
+    """ClickHouse server URL for the native protocol: ``clickhouse://user:password@host:port/db``."""
+
+    data_dir: Path = Path(".vnx/data")
+    """Embedded data (chdb store, model weights trained on first use, profiles)."""
+
+    work_dir: Path = Path(".vnx")
+    """Working directory of the local dev services (broker and server data, logs, pid files)."""
+
+    cache_dir: Path = Field(default_factory=lambda: Path.home() / ".cache" / "vidnexus")
+    """Download cache shared between checkouts (Kafka jars, virtualenvs, pip cache)."""
+
+    topic_prefix: str = "vnx"
+    """Prefix of every topic name: ``<prefix>.frames``, ``<prefix>.stats``, …"""
+
+    connect_timeout_s: float = 5.0
+    """How long to wait for the broker or the ClickHouse server before giving up with an error."""
+
+    kafka_port: int = 19092
+    """Port of the local dev Kafka broker (`vidnexus services up`); its controller uses port+1."""
+
+    clickhouse_tcp_port: int = 19000
+    """Native-protocol port of the local dev ClickHouse server."""
+
+    clickhouse_http_port: int = 18123
+    """HTTP port of the local dev ClickHouse server."""
+
+    metrics_port: int = 0
+    """Prometheus endpoint port for long-running roles (0 = disabled)."""
+
+    @field_validator("topic_prefix")
+    @classmethod
+    def _prefix_is_a_topic_name(cls, v: str) -> str:
+        import re
+
+        if not re.fullmatch(r"[A-Za-z0-9._-]{1,100}", v):
+            raise ValueError(
+                f"topic_prefix {v!r} must be 1-100 characters of letters, digits, '.', '_' or '-'"
+            )
+        return v
+
+    @field_validator("connect_timeout_s")
+    @classmethod
+    def _positive_timeout(cls, v: float) -> float:
+        if v <= 0:
+            raise ValueError(f"connect_timeout_s must be > 0 seconds, got {v}")
+        return v
+
+    def topic(self, name: str) -> str:
+        """Full topic name for ``name`` under the configured prefix."""
+        return f"{self.topic_prefix}.{name}"
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment, with explicit overrides (CLI flags) taking precedence.
+
+    Raises:
+        ConfigError: a value is invalid; the message names the ``VNX_`` variable.
+    """
+    from pydantic import ValidationError
+
+    from vidnexus.errors import ConfigError
+
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
+    except ValidationError as e:
+        problems = "; ".join(
+            f"VNX_{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}" for err in e.errors()
+        )
+        raise ConfigError(f"invalid configuration: {problems}") from None

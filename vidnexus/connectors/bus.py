@@ -1,0 +1,121 @@
+"""The Bus protocol: partitioned, keyed topics with consumer groups and committed offsets.
+
+Two implementations keep the same semantics: :class:`~vidnexus.connectors.memory_bus.MemoryBus`
+(embedded mode, tests) and :class:`~vidnexus.connectors.kafka_bus.KafkaBus` (kafka-python).
+Messages with the same key go to the same partition, so per-key order is preserved; a consumer group
+splits partitions among its members and rebalances when one joins or leaves.
+
+Example:
+    >>> from vidnexus.connectors.memory_bus import MemoryBus
+    >>> bus = MemoryBus()
+    >>> bus.create_topic("t", partitions=2)
+    >>> bus.publish("t", b"cam-1", b"hello")
+    >>> c = bus.subscribe(["t"], group="g")
+    >>> [m.value for m in c.poll(timeout_s=1.0)]
+    [b'hello']
+    >>> c.commit(); c.close()
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
+
+if TYPE_CHECKING:
+    from vidnexus.config import Settings
+
+__all__ = ["Message", "Bus", "Consumer", "partition_for", "open_bus"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One record read from a topic."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+    timestamp_ms: int = 0
+    headers: tuple[tuple[str, bytes], ...] = field(default=())
+
+
+def partition_for(key: bytes | None, partitions: int, counter: int = 0) -> int:
+    """Partition of a keyed record (stable hash of the key); unkeyed records go round-robin."""
+    if key is None:
+        return counter % partitions
+    return zlib.crc32(key) % partitions
+
+
+@runtime_checkable
+class Consumer(Protocol):
+    """A member of a consumer group (or a group-less reader when ``group`` is None)."""
+
+    def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Message]:
+        """Records from the assigned partitions, in offset order per partition."""
+        ...
+
+    def commit(self) -> None:
+        """Commit the position after every record returned so far."""
+        ...
+
+    def assignment(self) -> set[tuple[str, int]]:
+        """The (topic, partition) pairs this member currently owns."""
+        ...
+
+    def close(self) -> None:
+        """Leave the group (triggers a rebalance) without committing."""
+        ...
+
+
+@runtime_checkable
+class Bus(Protocol):
+    """Publish/subscribe over partitioned topics."""
+
+    def create_topic(self, name: str, partitions: int = 4, *, compacted: bool = False) -> None:
+        """Create ``name`` if it does not exist (idempotent)."""
+        ...
+
+    def partitions(self, topic: str) -> int:
+        """Number of partitions of an existing topic."""
+        ...
+
+    def publish(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes,
+        headers: Sequence[tuple[str, bytes]] = (),
+    ) -> None:
+        """Append a record; same key → same partition."""
+        ...
+
+    def flush(self, timeout_s: float = 10.0) -> None:
+        """Block until every published record is acknowledged."""
+        ...
+
+    def subscribe(
+        self, topics: Sequence[str], group: str | None, *, from_beginning: bool = True
+    ) -> Consumer:
+        """A consumer of ``topics`` in consumer group ``group``."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release connections."""
+        ...
+
+
+def open_bus(settings: "Settings") -> Bus:
+    """The bus selected by ``settings.bus``.
+
+    Raises:
+        ConnectorError: the Kafka broker cannot be reached within ``connect_timeout_s``.
+    """
+    if settings.bus == "kafka":
+        from vidnexus.connectors.kafka_bus import KafkaBus
+
+        return KafkaBus(settings.kafka_bootstrap, timeout_s=settings.connect_timeout_s)
+    from vidnexus.connectors.memory_bus import MemoryBus
+
+    return MemoryBus()

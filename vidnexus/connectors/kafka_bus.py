@@ -1,0 +1,214 @@
+"""Bus over Apache Kafka with kafka-python (producer, group consumers, topic admin)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+from vidnexus.connectors.bus import Message
+from vidnexus.errors import ConnectorError
+
+__all__ = ["KafkaBus", "KafkaGroupConsumer"]
+
+logger = logging.getLogger(__name__)
+
+
+def _kafka_error(what: str, bootstrap: str, exc: BaseException) -> ConnectorError:
+    return ConnectorError(
+        f"{what}: Kafka at {bootstrap!r} is not reachable ({type(exc).__name__}: {exc}). "
+        "Check VNX_KAFKA_BOOTSTRAP, or start the local broker with `vidnexus services up`.",
+        retryable=True,
+    )
+
+
+class KafkaBus:
+    """A Bus on a Kafka cluster.
+
+    Args:
+        bootstrap: ``host:port[,host:port]``.
+        timeout_s: how long connecting may take before :class:`ConnectorError` is raised.
+        max_message_bytes: producer limit (the broker's ``message.max.bytes`` must allow it).
+    """
+
+    def __init__(
+        self, bootstrap: str, *, timeout_s: float = 5.0, max_message_bytes: int = 8 * 1024 * 1024
+    ) -> None:
+        from kafka import KafkaAdminClient, KafkaProducer
+        from kafka.errors import KafkaError
+
+        self.bootstrap = bootstrap
+        self.timeout_s = timeout_s
+        self.max_message_bytes = max_message_bytes
+        common: dict[str, Any] = dict(
+            bootstrap_servers=bootstrap.split(","),
+            request_timeout_ms=int(max(timeout_s, 1.0) * 1000) + 1000,
+            api_version_auto_timeout_ms=int(timeout_s * 1000),
+            reconnect_backoff_max_ms=1000,
+        )
+        self._common = common
+        try:
+            self._admin = KafkaAdminClient(client_id="vnx-admin", **common)
+            self._producer = KafkaProducer(
+                client_id="vnx-producer",
+                acks="all",
+                linger_ms=2,
+                max_request_size=max_message_bytes,
+                max_block_ms=int(timeout_s * 1000),
+                **common,
+            )
+        except (KafkaError, OSError, ValueError) as e:
+            raise _kafka_error("cannot connect", bootstrap, e) from None
+        self._pending: list[Any] = []
+
+    def create_topic(self, name: str, partitions: int = 4, *, compacted: bool = False) -> None:
+        from kafka.admin import NewTopic
+        from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+        configs = {"cleanup.policy": "compact"} if compacted else {}
+        configs["max.message.bytes"] = str(self.max_message_bytes)
+        try:
+            self._admin.create_topics(
+                [NewTopic(name, partitions, 1, topic_configs=configs)],
+                timeout_ms=int(self.timeout_s * 1000),
+            )
+        except TopicAlreadyExistsError:
+            return
+        except KafkaError as e:
+            raise ConnectorError(f"cannot create topic {name!r}: {e}", retryable=True) from None
+        self._wait_for_metadata(name)
+
+    def _wait_for_metadata(self, name: str) -> None:
+        import time
+
+        deadline = time.monotonic() + self.timeout_s * 2
+        while time.monotonic() < deadline:
+            if self._producer.partitions_for(name):
+                return
+            time.sleep(0.05)
+        raise ConnectorError(f"topic {name!r} was created but its metadata never arrived")
+
+    def partitions(self, topic: str) -> int:
+        from kafka.errors import KafkaError
+
+        try:
+            parts = self._producer.partitions_for(topic)
+        except KafkaError as e:
+            raise ConnectorError(f"unknown topic {topic!r}: {e}") from None
+        if not parts:
+            raise ConnectorError(f"unknown topic {topic!r}; create it first")
+        return len(parts)
+
+    def publish(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes,
+        headers: Sequence[tuple[str, bytes]] = (),
+    ) -> None:
+        from kafka.errors import KafkaError, MessageSizeTooLargeError
+
+        if len(value) > self.max_message_bytes:
+            raise ConnectorError(
+                f"message of {len(value)} bytes for topic {topic!r} exceeds the "
+                f"{self.max_message_bytes}-byte limit"
+            )
+        try:
+            fut = self._producer.send(topic, key=key, value=value, headers=list(headers) or None)
+        except MessageSizeTooLargeError as e:
+            raise ConnectorError(f"message for topic {topic!r} too large: {e}") from None
+        except KafkaError as e:
+            raise ConnectorError(f"publish to {topic!r} failed: {e}", retryable=True) from None
+        self._pending.append(fut)
+        if len(self._pending) > 10_000:
+            self._pending = [f for f in self._pending if not f.is_done]
+
+    def flush(self, timeout_s: float = 10.0) -> None:
+        from kafka.errors import KafkaError
+
+        try:
+            self._producer.flush(timeout=timeout_s)
+        except KafkaError as e:
+            raise ConnectorError(f"flush failed: {e}", retryable=True) from None
+        failed = [f for f in self._pending if f.is_done and f.failed()]
+        self._pending = []
+        if failed:
+            raise ConnectorError(
+                f"{len(failed)} records were not acknowledged: {failed[0].exception}", retryable=True
+            )
+
+    def subscribe(
+        self, topics: Sequence[str], group: str | None, *, from_beginning: bool = True
+    ) -> "KafkaGroupConsumer":
+        return KafkaGroupConsumer(self, list(topics), group, from_beginning)
+
+    def close(self) -> None:
+        try:
+            self._producer.flush(timeout=self.timeout_s)
+        finally:
+            self._producer.close(timeout=self.timeout_s)
+            self._admin.close()
+
+
+class KafkaGroupConsumer:
+    """A kafka-python consumer with manual commits (at-least-once)."""
+
+    def __init__(
+        self, bus: KafkaBus, topics: list[str], group: str | None, from_beginning: bool
+    ) -> None:
+        from kafka import KafkaConsumer
+        from kafka.errors import KafkaError
+
+        try:
+            self._c = KafkaConsumer(
+                *topics,
+                group_id=group,
+                client_id=f"vnx-{group or 'reader'}",
+                enable_auto_commit=False,
+                auto_offset_reset="earliest" if from_beginning else "latest",
+                session_timeout_ms=10_000,
+                heartbeat_interval_ms=1_000,
+                max_poll_interval_ms=300_000,
+                fetch_max_bytes=bus.max_message_bytes * 2,
+                max_partition_fetch_bytes=bus.max_message_bytes,
+                **bus._common,
+            )
+        except (KafkaError, OSError) as e:
+            raise _kafka_error("cannot create consumer", bus.bootstrap, e) from None
+        self.group = group
+
+    def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Message]:
+        batches = self._c.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+        out: list[Message] = []
+        for tp, records in sorted(batches.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+            for r in records:
+                out.append(
+                    Message(
+                        tp.topic,
+                        tp.partition,
+                        r.offset,
+                        r.key,
+                        r.value,
+                        r.timestamp,
+                        tuple((k, v) for k, v in (r.headers or [])),
+                    )
+                )
+        return out
+
+    def commit(self) -> None:
+        from kafka.errors import CommitFailedError, KafkaError
+
+        if self.group is None:
+            return
+        try:
+            self._c.commit()
+        except CommitFailedError as e:
+            # The group rebalanced; the new owner re-reads from the last commit (at-least-once).
+            logger.warning("commit after rebalance ignored: %s", e)
+        except KafkaError as e:
+            raise ConnectorError(f"commit failed: {e}", retryable=True) from None
+
+    def assignment(self) -> set[tuple[str, int]]:
+        return {(tp.topic, tp.partition) for tp in self._c.assignment()}
+
+    def close(self) -> None:
+        self._c.close(autocommit=False)

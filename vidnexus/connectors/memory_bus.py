@@ -1,0 +1,191 @@
+"""In-process Bus with Kafka's semantics (partitions, keyed ordering, groups, committed offsets).
+
+Used by embedded mode and by unit tests; thread-safe.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from vidnexus.connectors.bus import Message, partition_for
+from vidnexus.errors import ConnectorError
+
+__all__ = ["MemoryBus", "MemoryConsumer"]
+
+
+@dataclass
+class _Group:
+    members: list["MemoryConsumer"] = field(default_factory=list)
+    committed: dict[tuple[str, int], int] = field(default_factory=dict)
+    generation: int = 0
+
+
+class MemoryBus:
+    """A Bus held in memory. ``max_message_bytes`` mirrors the broker's message size limit."""
+
+    def __init__(self, *, default_partitions: int = 4, max_message_bytes: int = 8 * 1024 * 1024):
+        self._topics: dict[str, list[list[Message]]] = {}
+        self._groups: dict[str, _Group] = {}
+        self._cond = threading.Condition()
+        self._rr = itertools.count()
+        self._ids = itertools.count()
+        self.default_partitions = default_partitions
+        self.max_message_bytes = max_message_bytes
+
+    # -- topics -------------------------------------------------------------------------------
+    def create_topic(self, name: str, partitions: int = 4, *, compacted: bool = False) -> None:
+        if partitions < 1:
+            raise ConnectorError(f"topic {name!r}: partitions must be >= 1, got {partitions}")
+        with self._cond:
+            self._topics.setdefault(name, [[] for _ in range(partitions)])
+
+    def partitions(self, topic: str) -> int:
+        with self._cond:
+            return len(self._topic(topic))
+
+    def _topic(self, topic: str) -> list[list[Message]]:
+        try:
+            return self._topics[topic]
+        except KeyError:
+            raise ConnectorError(f"unknown topic {topic!r}; create it first") from None
+
+    # -- produce ------------------------------------------------------------------------------
+    def publish(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes,
+        headers: Sequence[tuple[str, bytes]] = (),
+    ) -> None:
+        if len(value) > self.max_message_bytes:
+            raise ConnectorError(
+                f"message of {len(value)} bytes for topic {topic!r} exceeds the "
+                f"{self.max_message_bytes}-byte limit"
+            )
+        with self._cond:
+            if topic not in self._topics:
+                self.create_topic(topic, self.default_partitions)
+            parts = self._topics[topic]
+            p = partition_for(key, len(parts), next(self._rr))
+            parts[p].append(
+                Message(topic, p, len(parts[p]), key, value, int(time.time() * 1000), tuple(headers))
+            )
+            self._cond.notify_all()
+
+    def flush(self, timeout_s: float = 10.0) -> None:
+        return None
+
+    # -- consume ------------------------------------------------------------------------------
+    def subscribe(
+        self, topics: Sequence[str], group: str | None, *, from_beginning: bool = True
+    ) -> "MemoryConsumer":
+        with self._cond:
+            for t in topics:
+                if t not in self._topics:
+                    self.create_topic(t, self.default_partitions)
+            consumer = MemoryConsumer(self, list(topics), group, from_beginning, next(self._ids))
+            if group is not None:
+                g = self._groups.setdefault(group, _Group())
+                g.members.append(consumer)
+                g.generation += 1
+            return consumer
+
+    def close(self) -> None:
+        return None
+
+    def end_offsets(self, topic: str) -> list[int]:
+        """Next offset of every partition (for tests and lag metrics)."""
+        with self._cond:
+            return [len(p) for p in self._topic(topic)]
+
+    # internal, called with the condition held
+    def _assignment_for(self, consumer: "MemoryConsumer") -> list[tuple[str, int]]:
+        pairs = sorted((t, p) for t in consumer.topics for p in range(len(self._topics[t])))
+        if consumer.group is None:
+            return pairs
+        members = self._groups[consumer.group].members
+        idx, n = members.index(consumer), len(members)
+        return [pair for i, pair in enumerate(pairs) if i % n == idx]
+
+    def _leave(self, consumer: "MemoryConsumer") -> None:
+        if consumer.group is not None:
+            g = self._groups[consumer.group]
+            if consumer in g.members:
+                g.members.remove(consumer)
+                g.generation += 1
+                self._cond.notify_all()
+
+
+class MemoryConsumer:
+    """Consumer of a :class:`MemoryBus`; see :class:`vidnexus.connectors.bus.Consumer`."""
+
+    def __init__(
+        self, bus: MemoryBus, topics: list[str], group: str | None, from_beginning: bool, ident: int
+    ) -> None:
+        self._bus = bus
+        self.topics = topics
+        self.group = group
+        self._from_beginning = from_beginning
+        self._id = ident
+        self._generation = -1
+        self._positions: dict[tuple[str, int], int] = {}
+        self._closed = False
+
+    def _refresh(self) -> None:
+        g = self._bus._groups.get(self.group) if self.group is not None else None
+        gen = g.generation if g is not None else 0
+        if gen == self._generation:
+            return
+        self._generation = gen
+        positions = {}
+        for t, p in self._bus._assignment_for(self):
+            committed = g.committed.get((t, p)) if g is not None else None
+            if committed is None:
+                committed = 0 if self._from_beginning else len(self._bus._topics[t][p])
+            positions[(t, p)] = committed
+        self._positions = positions
+
+    def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Message]:
+        if self._closed:
+            raise ConnectorError("poll on a closed consumer")
+        deadline = time.monotonic() + timeout_s
+        with self._bus._cond:
+            while True:
+                self._refresh()
+                out: list[Message] = []
+                for (t, p), pos in sorted(self._positions.items()):
+                    log = self._bus._topics[t][p]
+                    take = log[pos : pos + max_records - len(out)]
+                    out.extend(take)
+                    self._positions[(t, p)] = pos + len(take)
+                    if len(out) >= max_records:
+                        break
+                if out:
+                    return out
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return []
+                self._bus._cond.wait(left)
+
+    def commit(self) -> None:
+        if self.group is None:
+            return
+        with self._bus._cond:
+            g = self._bus._groups[self.group]
+            if g.generation == self._generation:
+                g.committed.update(self._positions)
+
+    def assignment(self) -> set[tuple[str, int]]:
+        with self._bus._cond:
+            self._refresh()
+            return set(self._positions)
+
+    def close(self) -> None:
+        with self._bus._cond:
+            if not self._closed:
+                self._closed = True
+                self._bus._leave(self)

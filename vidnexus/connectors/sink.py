@@ -1,0 +1,104 @@
+"""Batched, retrying table sink: rows are inserted by size or by age, whichever comes first.
+
+Idempotence on replay comes from the table: sink tables use ``ReplacingMergeTree`` keyed by the
+row's identity (stream, frame, …), and queries read them with ``FINAL``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Sequence
+
+from vidnexus.clock import Clock, MonotonicClock
+from vidnexus.connectors.store import Store
+from vidnexus.errors import ConnectorError
+
+__all__ = ["TableSink"]
+
+logger = logging.getLogger(__name__)
+
+
+class TableSink:
+    """Buffer rows for ``table`` and insert them in batches from a background thread.
+
+    Args:
+        max_rows: flush when this many rows are buffered.
+        max_delay_s: flush rows older than this.
+        retries: attempts for a retryable store error (exponential backoff from 0.2 s).
+    """
+
+    def __init__(
+        self, store: Store, table: str, columns: Sequence[str], *, max_rows: int = 1000,
+        max_delay_s: float = 0.5, retries: int = 5, clock: Clock | None = None,
+    ) -> None:
+        self.store, self.table, self.columns = store, table, tuple(columns)
+        self.max_rows, self.max_delay_s, self.retries = max_rows, max_delay_s, retries
+        self.clock = clock or MonotonicClock()
+        self._buf: list[Sequence[Any]] = []
+        self._oldest: float | None = None
+        self._cond = threading.Condition()
+        self._stop = False
+        self.written = 0
+        self._thread = threading.Thread(target=self._loop, name=f"vnx-sink-{table}", daemon=True)
+        self._thread.start()
+
+    def write(self, row: Sequence[Any]) -> None:
+        if len(row) != len(self.columns):
+            raise ConnectorError(
+                f"sink {self.table}: row has {len(row)} values for columns {self.columns}"
+            )
+        with self._cond:
+            if not self._buf:
+                self._oldest = self.clock.now()
+            self._buf.append(row)
+            if len(self._buf) >= self.max_rows:
+                self._cond.notify()
+
+    def _take(self) -> list[Sequence[Any]]:
+        rows, self._buf, self._oldest = self._buf, [], None
+        return rows
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stop:
+                    due = self._oldest is not None and self.clock.now() - self._oldest >= self.max_delay_s
+                    if len(self._buf) >= self.max_rows or due:
+                        break
+                    self._cond.wait(self.max_delay_s / 4)
+                rows = self._take()
+                stopping = self._stop
+            if rows:
+                self._insert(rows)
+            if stopping:
+                return
+
+    def _insert(self, rows: list[Sequence[Any]]) -> None:
+        delay = 0.2
+        for attempt in range(1, self.retries + 1):
+            try:
+                self.written += self.store.insert(self.table, self.columns, rows)
+                return
+            except ConnectorError as e:
+                if not e.retryable or attempt == self.retries:
+                    logger.error("sink %s lost %d rows: %s", self.table, len(rows), e)
+                    raise
+                logger.warning("sink %s: %s; retry %d in %.1fs", self.table, e, attempt, delay)
+                time.sleep(delay)
+                delay *= 2
+
+    def flush(self) -> None:
+        """Insert everything buffered now (from the caller's thread)."""
+        with self._cond:
+            rows = self._take()
+        if rows:
+            self._insert(rows)
+
+    def close(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        self._thread.join(timeout=60)
+        self.flush()

@@ -1,0 +1,222 @@
+"""The scheduling core of one backend (one device): session queues, duty-cycle round-robin, drops.
+
+Pure: it takes ``now`` and returns plain dataclasses. The real executor (``executor.py``) and the
+simulator (``vidnexus.sim``) drive the same object: ``step = core.schedule(now)``, run
+``step.dispatch`` on the device, then ``core.observed(step.dispatch, seconds)``.
+
+Example:
+    >>> from vidnexus.gpu_executor.profile import Profile
+    >>> core = DutyCycle([SessionSpec("s", "m", slo_s=0.1)], {"m": Profile.linear(0.01, 0.01, 8)})
+    >>> core.enqueue("s", request_id=1, deadline=0.1, now=0.0) is None
+    True
+    >>> step = core.schedule(now=0.0)
+    >>> step.dispatch.request_ids, step.dropped
+    ((1,), ())
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from vidnexus.gpu_executor.batching import BatchPolicy, PolicyName, drop_reason, make_policy
+from vidnexus.gpu_executor.profile import Profile
+
+__all__ = ["SessionSpec", "Dropped", "Dispatch", "Step", "DutyCycle", "local_targets"]
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """A (model, SLO) pair with its batching policy and queue bound."""
+
+    session_id: str
+    model: str
+    slo_s: float
+    policy: PolicyName = "early_drop"
+    max_queue: int = 4096
+
+    def __post_init__(self) -> None:
+        if self.slo_s <= 0:
+            raise ValueError(f"session {self.session_id}: SLO must be > 0, got {self.slo_s}")
+        if self.max_queue < 1:
+            raise ValueError(f"session {self.session_id}: max_queue must be >= 1")
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """A request that will not run, and why: early_drop, deadline, overload or error."""
+
+    session_id: str
+    request_id: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """One batch to run now: the requests, in deadline order, and the expected latency."""
+
+    session_id: str
+    model: str
+    request_ids: tuple[int, ...]
+    expected_s: float
+
+    @property
+    def batch(self) -> int:
+        return len(self.request_ids)
+
+
+@dataclass(frozen=True)
+class Step:
+    """What ``schedule`` decided: at most one batch, and the requests dropped on the way."""
+
+    dispatch: Dispatch | None
+    dropped: tuple[Dropped, ...] = ()
+
+
+@dataclass
+class _Queue:
+    spec: SessionSpec
+    policy: BatchPolicy
+    target: int
+    deadlines: list[float] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
+
+
+def local_targets(sessions: Sequence[SessionSpec], profiles: Mapping[str, Profile]) -> dict[str, int]:
+    """Batch sizes for sessions sharing one device, until a global plan says otherwise.
+
+    Each session starts at its saturated batch (largest b with 2·ℓ(b) ≤ SLO, Nexus §6.1); then, while
+    some session's worst case — a full duty cycle Σℓ(b_j) plus its own batch ℓ(b_i) — exceeds its
+    SLO, the batch with the longest latency shrinks by one.
+    """
+    b = {}
+    for s in sessions:
+        p = profiles[s.model]
+        b[s.session_id] = max(1, p.max_batch_within(s.slo_s / 2))
+    by_id = {s.session_id: s for s in sessions}
+
+    def lat(sid: str) -> float:
+        return profiles[by_id[sid].model].latency(b[sid])
+
+    while True:
+        cycle = sum(lat(sid) for sid in b)
+        late = [sid for sid in b if cycle + lat(sid) > by_id[sid].slo_s]
+        shrinkable = [sid for sid in b if b[sid] > 1]
+        if not late or not shrinkable:
+            return b
+        worst = max(shrinkable, key=lat)
+        b[worst] -= 1
+
+
+class DutyCycle:
+    """Round-robin over sessions (models never interleave on the device), one policy per session."""
+
+    def __init__(
+        self,
+        sessions: Sequence[SessionSpec],
+        profiles: Mapping[str, Profile],
+        targets: Mapping[str, int] | None = None,
+    ) -> None:
+        self._profiles: dict[str, Profile] = dict(profiles)
+        self._queues: dict[str, _Queue] = {}
+        self._order: list[str] = []
+        self._cursor = 0
+        for s in sessions:
+            self.add_session(s)
+        self.set_targets(targets or local_targets(sessions, self._profiles))
+
+    # -- plan ---------------------------------------------------------------------------------
+    def add_session(self, spec: SessionSpec, target: int = 1) -> None:
+        if spec.model not in self._profiles:
+            raise ValueError(f"session {spec.session_id}: no profile for model {spec.model!r}")
+        if spec.session_id in self._queues:
+            raise ValueError(f"session {spec.session_id} already exists")
+        self._queues[spec.session_id] = _Queue(spec, make_policy(spec.policy), max(1, target))
+        self._order.append(spec.session_id)
+
+    def remove_session(self, session_id: str) -> tuple[Dropped, ...]:
+        """Remove a session; its queued requests come back as drops (reason ``overload``)."""
+        q = self._queues.pop(session_id)
+        self._order.remove(session_id)
+        self._cursor = 0
+        return tuple(Dropped(session_id, rid, "overload") for rid in q.ids)
+
+    def set_targets(self, targets: Mapping[str, int]) -> None:
+        for sid, b in targets.items():
+            if sid in self._queues:
+                self._queues[sid].target = max(1, int(b))
+
+    def targets(self) -> dict[str, int]:
+        return {sid: q.target for sid, q in self._queues.items()}
+
+    def sessions(self) -> list[SessionSpec]:
+        return [self._queues[sid].spec for sid in self._order]
+
+    def profile(self, model: str) -> Profile:
+        return self._profiles[model]
+
+    # -- requests -----------------------------------------------------------------------------
+    def enqueue(self, session_id: str, request_id: int, deadline: float, now: float) -> Dropped | None:
+        """Queue a request; a full queue sheds it (reason ``overload``), an unknown session too
+        (reason ``error``)."""
+        q = self._queues.get(session_id)
+        if q is None:
+            return Dropped(session_id, request_id, "error")
+        if len(q.ids) >= q.spec.max_queue:
+            return Dropped(session_id, request_id, "overload")
+        i = bisect.bisect_right(q.deadlines, deadline)
+        q.deadlines.insert(i, deadline)
+        q.ids.insert(i, request_id)
+        return None
+
+    def queued(self, session_id: str | None = None) -> int:
+        if session_id is not None:
+            return len(self._queues[session_id].ids)
+        return sum(len(q.ids) for q in self._queues.values())
+
+    def schedule(self, now: float) -> Step:
+        """The next batch in round-robin order, plus every drop decided on the way."""
+        dropped: list[Dropped] = []
+        n = len(self._order)
+        for k in range(n):
+            sid = self._order[(self._cursor + k) % n]
+            q = self._queues[sid]
+            if not q.ids:
+                continue
+            profile = self._profiles[q.spec.model]
+            d = q.policy.decide(q.deadlines, now, q.target, profile)
+            if d.drop:
+                dropped.extend(
+                    Dropped(sid, rid, drop_reason(dl, now, profile))
+                    for dl, rid in zip(q.deadlines[: d.drop], q.ids[: d.drop])
+                )
+            if d.take:
+                ids = tuple(q.ids[d.drop : d.drop + d.take])
+                del q.ids[: d.drop + d.take]
+                del q.deadlines[: d.drop + d.take]
+                self._cursor = (self._cursor + k + 1) % n
+                return Step(Dispatch(sid, q.spec.model, ids, profile.latency(len(ids))), tuple(dropped))
+            del q.ids[: d.drop]
+            del q.deadlines[: d.drop]
+        return Step(None, tuple(dropped))
+
+    def expire(self, now: float) -> tuple[Dropped, ...]:
+        """Drop every queued request that can no longer finish even alone (reason ``deadline``)."""
+        out: list[Dropped] = []
+        for sid, q in self._queues.items():
+            limit = now + self._profiles[q.spec.model].latency(1)
+            k = bisect.bisect_left(q.deadlines, limit)
+            out.extend(Dropped(sid, rid, "deadline") for rid in q.ids[:k])
+            del q.ids[:k]
+            del q.deadlines[:k]
+        return tuple(out)
+
+    def observed(self, dispatch: Dispatch, seconds: float, weight: float = 0.1) -> None:
+        """Fold a measured batch latency into the model's profile (online refresh)."""
+        p = self._profiles[dispatch.model]
+        self._profiles[dispatch.model] = p.observed(dispatch.batch, seconds, weight)
+
+    def with_profile(self, model: str, profile: Profile) -> None:
+        self._profiles[model] = profile
+

@@ -1,0 +1,247 @@
+"""The in-process executor: a device thread that runs the duty-cycle core, with pre/post-processing
+on a worker pool overlapped with device execution.
+
+The same class serves requests arriving over the Bus (``service.py``) and in-process callers
+(embedded mode). Every submitted request ends as an :class:`InferReply`: outputs, or a drop with its
+reason (``early_drop``, ``deadline``, ``overload``, ``error``).
+
+Example:
+    >>> from vidnexus.gpu_executor.backend import SessionSpec
+    >>> from vidnexus.gpu_executor.profile import Profile
+    >>> ex = Executor([SessionSpec("double", "m", slo_s=1.0)],
+    ...               runners={"m": lambda xs: [2 * x for x in xs]},
+    ...               profiles={"m": Profile.linear(0.001, 0.001, 8)})
+    >>> with ex:
+    ...     ex.submit("double", 21).result(timeout=5).output
+    42
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from vidnexus.clock import Clock, MonotonicClock
+from vidnexus.gpu_executor.backend import Dispatch, DutyCycle, SessionSpec
+from vidnexus.gpu_executor.metrics import ExecutorMetrics
+from vidnexus.gpu_executor.profile import Profile
+
+__all__ = ["Executor", "InferReply", "Runner"]
+
+logger = logging.getLogger(__name__)
+
+Runner = Callable[[Sequence[Any]], list[Any]]
+"""Runs a batch: one output per input, in order (``TorchRunner`` or any callable)."""
+
+
+@dataclass(frozen=True)
+class InferReply:
+    """The end of one request: ``ok`` with ``output``, or dropped with ``reason``."""
+
+    request_id: int
+    session_id: str
+    ok: bool
+    output: Any = None
+    reason: str | None = None
+    latency_s: float = 0.0
+    batch: int = 0
+
+
+@dataclass
+class _Pending:
+    session_id: str
+    arrival: float
+    deadline: float
+    future: Future[InferReply]
+    input: Any = None
+    enqueued: float = 0.0
+
+
+class Executor:
+    """Serve ``sessions`` on one device.
+
+    Args:
+        sessions: the (model, SLO) sessions.
+        runners: model name → batch runner.
+        profiles: model name → ℓ(b) profile (refreshed online from observed batches).
+        preprocess: model name → per-request function run on the worker pool before queueing.
+        targets: planned batch size per session (default: the local planner).
+        clock: time source (tests pass a FakeClock).
+        workers: size of the pre/post-processing pool.
+    """
+
+    def __init__(
+        self,
+        sessions: Sequence[SessionSpec],
+        runners: Mapping[str, Runner],
+        profiles: Mapping[str, Profile],
+        *,
+        preprocess: Mapping[str, Callable[[Any], Any]] | None = None,
+        targets: Mapping[str, int] | None = None,
+        clock: Clock | None = None,
+        workers: int = 2,
+        metrics: ExecutorMetrics | None = None,
+    ) -> None:
+        missing = {s.model for s in sessions} - set(runners)
+        if missing:
+            raise ValueError(f"no runner for model(s) {sorted(missing)}")
+        self.core = DutyCycle(sessions, profiles, targets)
+        self.runners = dict(runners)
+        self.preprocess = dict(preprocess or {})
+        self.clock = clock or MonotonicClock()
+        self.metrics = metrics or ExecutorMetrics()
+        self._specs = {s.session_id: s for s in sessions}
+        self._pending: dict[int, _Pending] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._ids = itertools.count(1)
+        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="vnx-prepost")
+        self._thread: threading.Thread | None = None
+        self._started_at = self.clock.now()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> "Executor":
+        if self._thread is None:
+            self._stop.clear()
+            self._started_at = self.clock.now()
+            self._thread = threading.Thread(target=self._device_loop, name="vnx-device", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, drain_timeout_s: float = 10.0) -> None:
+        """Stop after the queues drain (or the timeout); whatever is left is dropped as overload."""
+        deadline = self.clock.now() + drain_timeout_s
+        while self._pending and self.clock.now() < deadline and self._thread is not None:
+            self._wake.set()
+            self.clock.sleep(0.01)
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+        with self._lock:
+            left = list(self._pending)
+        for rid in left:
+            self._finish_drop(rid, "overload")
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> "Executor":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- requests -----------------------------------------------------------------------------
+    def submit(self, session_id: str, payload: Any, deadline: float | None = None) -> Future[InferReply]:
+        """Queue one request. ``deadline`` is on this executor's clock (default: now + SLO)."""
+        now = self.clock.now()
+        fut: Future[InferReply] = Future()
+        rid = next(self._ids)
+        spec = self._specs.get(session_id)
+        self.metrics.arrival(session_id, now)
+        if spec is None:
+            self.metrics.drop(session_id, "error")
+            fut.set_result(InferReply(rid, session_id, False, reason="error"))
+            return fut
+        p = _Pending(session_id, now, deadline if deadline is not None else now + spec.slo_s, fut)
+        with self._lock:
+            self._pending[rid] = p
+        pre = self.preprocess.get(spec.model)
+        if pre is None:
+            p.input = payload
+            self._enqueue(rid, p)
+        else:
+            self._pool.submit(self._prepare, rid, p, pre, payload)
+        return fut
+
+    def _prepare(self, rid: int, p: _Pending, pre: Callable[[Any], Any], payload: Any) -> None:
+        try:
+            p.input = pre(payload)
+        except Exception as e:  # bad input: a drop for this request only
+            logger.warning("preprocess failed for session %s: %s", p.session_id, e)
+            self._finish_drop(rid, "error")
+            return
+        self._enqueue(rid, p)
+
+    def _enqueue(self, rid: int, p: _Pending) -> None:
+        p.enqueued = self.clock.now()
+        with self._lock:
+            shed = self.core.enqueue(p.session_id, rid, p.deadline, p.enqueued)
+        if shed is not None:
+            self._finish_drop(rid, shed.reason)
+        else:
+            self._wake.set()
+
+    # -- device loop ----------------------------------------------------------------------------
+    def _device_loop(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                step = self.core.schedule(self.clock.now())
+            for d in step.dropped:
+                self._finish_drop(d.request_id, d.reason)
+            if step.dispatch is None:
+                self._wake.wait(0.05)
+                self._wake.clear()
+                continue
+            self._run(step.dispatch)
+
+    def _run(self, dispatch: Dispatch) -> None:
+        with self._lock:
+            items = [self._pending[rid] for rid in dispatch.request_ids]
+        t0 = self.clock.now()
+        try:
+            outputs = self.runners[dispatch.model]([p.input for p in items])
+            if len(outputs) != len(items):
+                raise ValueError(f"runner returned {len(outputs)} outputs for {len(items)} inputs")
+        except Exception as e:
+            logger.error("batch of %d on model %s failed: %s", len(items), dispatch.model, e)
+            for rid in dispatch.request_ids:
+                self._finish_drop(rid, "error")
+            return
+        seconds = self.clock.now() - t0
+        with self._lock:
+            self.core.observed(dispatch, seconds)
+        self.metrics.batch(dispatch.session_id, dispatch.batch, seconds)
+        self._pool.submit(self._reply_batch, dispatch, outputs)
+
+    def _reply_batch(self, dispatch: Dispatch, outputs: list[Any]) -> None:
+        now = self.clock.now()
+        for rid, out in zip(dispatch.request_ids, outputs):
+            with self._lock:
+                p = self._pending.pop(rid, None)
+            if p is None:
+                continue
+            lat = now - p.arrival
+            self.metrics.reply(p.session_id, lat, p.enqueued - p.arrival, now <= p.deadline)
+            p.future.set_result(
+                InferReply(rid, p.session_id, True, out, latency_s=lat, batch=dispatch.batch)
+            )
+
+    def _finish_drop(self, rid: int, reason: str) -> None:
+        with self._lock:
+            p = self._pending.pop(rid, None)
+        if p is None:
+            return
+        self.metrics.drop(p.session_id, reason)
+        p.future.set_result(
+            InferReply(rid, p.session_id, False, reason=reason, latency_s=self.clock.now() - p.arrival)
+        )
+
+    # -- introspection --------------------------------------------------------------------------
+    def stats(self) -> list[dict[str, Any]]:
+        return self.metrics.snapshot(self.clock.now() - self._started_at)
+
+    def targets(self) -> dict[str, int]:
+        with self._lock:
+            return self.core.targets()
+
+    def set_targets(self, targets: Mapping[str, int]) -> None:
+        with self._lock:
+            self.core.set_targets(targets)
+
+

@@ -1,0 +1,146 @@
+"""Batching profiles ℓ(b): measured latency per batch size, interpolated between measured sizes.
+
+Pure: no torch here (the profiler that measures lives in ``profiler.py``).
+
+Example:
+    >>> p = Profile.linear(alpha=0.002, beta=0.010, max_batch=32)
+    >>> round(p.latency(8), 6)
+    0.026
+    >>> p.max_batch_within(0.050)
+    20
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+__all__ = ["Profile", "fit_linear"]
+
+
+def fit_linear(sizes: Sequence[int], lat: Sequence[float]) -> tuple[float, float]:
+    """Least-squares ℓ(b) = αb + β; returns (α, β) in the units of ``lat``."""
+    n = len(sizes)
+    if n == 0:
+        raise ValueError("cannot fit a profile without measurements")
+    if n == 1:
+        return 0.0, float(lat[0])
+    mx = sum(sizes) / n
+    my = sum(lat) / n
+    sxx = sum((x - mx) ** 2 for x in sizes)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(sizes, lat))
+    alpha = sxy / sxx if sxx else 0.0
+    return alpha, my - alpha * mx
+
+
+@dataclass(frozen=True)
+class Profile:
+    """ℓ(b) in seconds for the measured batch sizes (ascending), with the spread of each measure.
+
+    ``latency(b)`` interpolates linearly between measured sizes and extrapolates with the last
+    segment's slope past the largest (never below the largest measured value).
+    """
+
+    sizes: tuple[int, ...]
+    mean_s: tuple[float, ...]
+    std_s: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.sizes or len(self.sizes) != len(self.mean_s):
+            raise ValueError("a profile needs one mean latency per measured batch size")
+        if list(self.sizes) != sorted(set(self.sizes)) or self.sizes[0] < 1:
+            raise ValueError(f"batch sizes must be ascending, unique and >= 1: {self.sizes}")
+        if any(m <= 0 for m in self.mean_s):
+            raise ValueError("latencies must be positive")
+        if self.std_s and len(self.std_s) != len(self.sizes):
+            raise ValueError("std_s must be empty or have one entry per batch size")
+
+    @classmethod
+    def linear(cls, alpha: float, beta: float, max_batch: int = 64) -> "Profile":
+        sizes = tuple(range(1, max_batch + 1))
+        return cls(sizes, tuple(alpha * b + beta for b in sizes), tuple(0.0 for _ in sizes))
+
+    @property
+    def max_batch(self) -> int:
+        return self.sizes[-1]
+
+    def latency(self, b: int) -> float:
+        """Mean latency of a batch of ``b`` (seconds)."""
+        if b < 1:
+            raise ValueError(f"batch size must be >= 1, got {b}")
+        return self._interp(self.mean_s, b)
+
+    def planning_latency(self, b: int) -> float:
+        """Mean + one standard deviation: what planners should budget for."""
+        base = self.latency(b)
+        return base + (self._interp(self.std_s, b) if self.std_s else 0.0)
+
+    def _interp(self, values: Sequence[float], b: int) -> float:
+        sizes = self.sizes
+        i = bisect.bisect_left(sizes, b)
+        if i < len(sizes) and sizes[i] == b:
+            return values[i]
+        if i == 0:
+            return values[0]
+        if i == len(sizes):
+            if len(sizes) == 1:
+                return values[0] * b / sizes[0]
+            slope = (values[-1] - values[-2]) / (sizes[-1] - sizes[-2])
+            return max(values[-1], values[-1] + slope * (b - sizes[-1]))
+        x0, x1, y0, y1 = sizes[i - 1], sizes[i], values[i - 1], values[i]
+        return y0 + (y1 - y0) * (b - x0) / (x1 - x0)
+
+    def throughput(self, b: int) -> float:
+        """Requests per second at batch ``b`` run back to back."""
+        return b / self.latency(b)
+
+    def max_batch_within(self, budget_s: float, *, planning: bool = False, cap: int | None = None) -> int:
+        """Largest b ≤ cap (default: max measured) with ℓ(b) ≤ budget; 0 if even b=1 does not fit."""
+        f = self.planning_latency if planning else self.latency
+        best = 0
+        for b in range(1, (cap or self.max_batch) + 1):
+            if f(b) <= budget_s:
+                best = b
+            else:
+                break
+        return best
+
+    def fit(self) -> tuple[float, float]:
+        """(α, β) of the least-squares line through the measured means."""
+        return fit_linear(self.sizes, self.mean_s)
+
+    def observed(self, b: int, seconds: float, weight: float = 0.1) -> "Profile":
+        """Online refresh: fold one observed batch latency into the profile (EWMA at ``b``)."""
+        if b < 1 or seconds <= 0 or not math.isfinite(seconds):
+            return self
+        sizes, means = list(self.sizes), list(self.mean_s)
+        stds = list(self.std_s) if self.std_s else [0.0] * len(sizes)
+        i = bisect.bisect_left(sizes, b)
+        if i < len(sizes) and sizes[i] == b:
+            old = means[i]
+            means[i] = (1 - weight) * old + weight * seconds
+            stds[i] = math.sqrt((1 - weight) * stds[i] ** 2 + weight * (seconds - old) ** 2)
+        else:
+            sizes.insert(i, b)
+            means.insert(i, seconds)
+            stds.insert(i, 0.0)
+        # Keep ℓ non-decreasing in b, so larger batches never look cheaper than smaller ones.
+        for j in range(1, len(means)):
+            means[j] = max(means[j], means[j - 1])
+        return Profile(tuple(sizes), tuple(means), tuple(stds))
+
+    def to_dict(self) -> dict[str, Any]:
+        alpha, beta = self.fit()
+        return {
+            "sizes": list(self.sizes),
+            "mean_s": list(self.mean_s),
+            "std_s": list(self.std_s),
+            "alpha_s": alpha,
+            "beta_s": beta,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Profile":
+        return cls(tuple(d["sizes"]), tuple(d["mean_s"]), tuple(d.get("std_s", ())))

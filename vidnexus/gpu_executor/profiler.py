@@ -1,0 +1,81 @@
+"""Measure ℓ(b) of a model on a device: warm-up, repeats, mean and spread per batch size."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from vidnexus.errors import ModelError
+from vidnexus.gpu_executor.profile import Profile
+
+__all__ = ["profile_runner", "profile_model", "save_profile", "load_profile"]
+
+
+def profile_runner(
+    run: Callable[[list[Any]], Any], make_input: Callable[[], Any], sizes: list[int],
+    repeats: int = 5, warmup: int = 2, progress: Callable[[int], None] | None = None,
+) -> tuple[Profile, list[tuple[int, float, float]]]:
+    """Time ``run`` on batches of each size; returns the profile and (b, mean, std) rows."""
+    rows = []
+    for b in sizes:
+        if progress:
+            progress(b)
+        batch = [make_input() for _ in range(b)]
+        for _ in range(warmup):
+            run(batch)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            run(batch)
+            times.append(time.perf_counter() - t0)
+        rows.append((b, statistics.fmean(times), statistics.pstdev(times)))
+    # ℓ must not decrease with b (noise at small sizes can make it look so).
+    means, best = [], 0.0
+    for _, m, _ in rows:
+        best = max(best, m)
+        means.append(best)
+    prof = Profile(tuple(r[0] for r in rows), tuple(means), tuple(r[2] for r in rows))
+    return prof, rows
+
+
+def profile_model(
+    name: str, device: str = "cpu", max_batch: int = 16, repeats: int = 5,
+    threads: int | None = None, progress: Callable[[int], None] | None = None,
+) -> tuple[Profile, list[tuple[int, float, float]]]:
+    """Profile a zoo model (random weights: compute cost only)."""
+    import numpy as np
+    import torch
+
+    from vidnexus.gpu_executor.runner import TorchRunner
+    from vidnexus.gpu_executor.zoo import ZOO
+
+    if name not in ZOO:
+        raise ModelError(f"unknown model {name!r}; see `vidnexus models list`")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelError(f"device {device!r} requested but CUDA is not available here")
+    if threads:
+        torch.set_num_threads(threads)
+    entry = ZOO[name]
+    detection = entry.task in ("detect", "pose")
+    runner = TorchRunner(name, entry.factory(), device, postprocess=lambda r: None, list_input=detection)
+    shape = entry.input_shape
+    rng = np.random.default_rng(0)
+    sizes = sorted({b for b in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256) if b <= max_batch} | {max_batch})
+    return profile_runner(runner, lambda: rng.random(shape, dtype=np.float32), sizes, repeats, progress=progress)
+
+
+def save_profile(directory: Path, model: str, device: str, profile: Profile) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{model}@{device.replace(':', '_')}.json"
+    path.write_text(json.dumps({"model": model, "device": device, **profile.to_dict()}, indent=2))
+    return path
+
+
+def load_profile(directory: Path, model: str, device: str = "cpu") -> Profile | None:
+    path = directory / f"{model}@{device.replace(':', '_')}.json"
+    if not path.exists():
+        return None
+    return Profile.from_dict(json.loads(path.read_text()))

@@ -1,0 +1,63 @@
+"""Running a batch of inputs through a torch model on one device (the only torch in the hot path)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from vidnexus.errors import BatchContractError, ModelError
+
+__all__ = ["TorchRunner"]
+
+
+class TorchRunner:
+    """Stack inputs into a batch, run the module under ``inference_mode``, split the outputs.
+
+    Args:
+        module: a torch ``nn.Module`` or TorchScript module, already on ``device``.
+        device: ``cpu`` or ``cuda:N``.
+        postprocess: turns one row of the output (a tensor, or a dict for detection models) into a
+            plain Python value.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        module: Any,
+        device: str = "cpu",
+        postprocess: Callable[[Any], Any] | None = None,
+        list_input: bool = False,
+    ) -> None:
+        import torch
+
+        self.name = name
+        self.module = module.eval().to(device)
+        self.device = device
+        self.postprocess = postprocess or (lambda t: t.tolist() if hasattr(t, "tolist") else t)
+        self.list_input = list_input
+        self._torch = torch
+        self._lock = threading.Lock()
+
+    def __call__(self, inputs: Sequence[np.ndarray]) -> list[Any]:
+        torch = self._torch
+        if not inputs:
+            return []
+        try:
+            with self._lock, torch.inference_mode():
+                if self.list_input:
+                    batch = [torch.from_numpy(np.ascontiguousarray(x)).to(self.device) for x in inputs]
+                else:
+                    batch = torch.from_numpy(np.stack(inputs)).to(self.device)
+                out = self.module(batch)
+                if self.device.startswith("cuda"):
+                    torch.cuda.synchronize()
+        except Exception as e:
+            raise ModelError(f"model {self.name} failed on a batch of {len(inputs)}: {e}") from e
+        rows = list(out) if not isinstance(out, torch.Tensor) else list(out.cpu())
+        if len(rows) != len(inputs):
+            raise BatchContractError(
+                f"model {self.name} returned {len(rows)} outputs for {len(inputs)} inputs"
+            )
+        return [self.postprocess(r) for r in rows]

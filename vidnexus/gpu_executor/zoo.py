@@ -1,0 +1,83 @@
+"""Model architectures the repository knows out of the box.
+
+The torchvision architectures run with random weights: they give real compute profiles, never
+recognitions. Real weights load from a local file when the user has one (``weights=PATH`` at
+registration). Small models the project trains itself (the digit reader) live in
+``vidnexus.training``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["ZOO", "ZooEntry", "lenet5"]
+
+
+class ZooEntry:
+    """How to build one architecture, and what it expects."""
+
+    def __init__(
+        self,
+        factory: Callable[[], Any],
+        input_shape: tuple[int, int, int],
+        task: str,
+        description: str,
+        prefix_layers: int | None = None,
+    ) -> None:
+        self.factory = factory
+        self.input_shape = input_shape
+        self.task = task
+        self.description = description
+        self.prefix_layers = prefix_layers
+
+
+def lenet5(num_classes: int = 10) -> Any:
+    """LeNet-5 style CNN for 1×28×28 inputs (the game HUD digit reader's architecture)."""
+    import torch.nn as nn
+
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 5), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(32 * 5 * 5, 120), nn.ReLU(),
+        nn.Linear(120, 84), nn.ReLU(),
+        nn.Linear(84, num_classes),
+    )
+
+
+def _tv(name: str, **kw: Any) -> Callable[[], Any]:
+    def build() -> Any:
+        import torchvision.models as tvm
+
+        return getattr(tvm, name)(weights=None, **kw)
+
+    return build
+
+
+def _ssdlite() -> Any:
+    from torchvision.models.detection import ssdlite320_mobilenet_v3_large
+
+    return ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None)
+
+
+def _keypoint() -> Any:
+    from torchvision.models.detection import keypointrcnn_resnet50_fpn
+
+    return keypointrcnn_resnet50_fpn(weights=None, weights_backbone=None)
+
+
+ZOO: dict[str, ZooEntry] = {
+    "lenet5": ZooEntry(lenet5, (1, 28, 28), "classify", "LeNet-5 digit reader (10 classes)"),
+    "resnet18": ZooEntry(_tv("resnet18"), (3, 224, 224), "classify", "ResNet-18, ImageNet head"),
+    "resnet50": ZooEntry(_tv("resnet50"), (3, 224, 224), "classify", "ResNet-50, ImageNet head"),
+    "mobilenet_v3_small": ZooEntry(
+        _tv("mobilenet_v3_small"), (3, 224, 224), "classify", "MobileNetV3-Small, ImageNet head"
+    ),
+    "mobilenet_v3_large": ZooEntry(
+        _tv("mobilenet_v3_large"), (3, 224, 224), "classify", "MobileNetV3-Large, ImageNet head"
+    ),
+    "ssdlite": ZooEntry(_ssdlite, (3, 320, 320), "detect", "SSDlite320 MobileNetV3-Large detector"),
+    "keypointrcnn": ZooEntry(
+        _keypoint, (3, 320, 320), "pose", "Keypoint R-CNN ResNet-50-FPN (17 COCO keypoints)"
+    ),
+}

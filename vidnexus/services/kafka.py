@@ -1,0 +1,156 @@
+"""A single-node Apache Kafka broker in KRaft mode, from the official jars on Maven Central."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+import uuid
+from importlib import resources
+from pathlib import Path
+
+from vidnexus.config import Settings
+from vidnexus.errors import ServiceError
+from vidnexus.services.base import LocalService, run_checked
+
+__all__ = ["KafkaService", "KAFKA_VERSION", "java_major"]
+
+_POM = "kafka-pom.xml"
+
+
+def _pom_text() -> str:
+    return resources.files("vidnexus.services").joinpath(_POM).read_text()
+
+
+KAFKA_VERSION = re.search(r"<kafka.version>([^<]+)</kafka.version>", _pom_text()).group(1)  # type: ignore[union-attr]
+"""The pinned broker version (3.9.x: serves every protocol version kafka-python and aiokafka use)."""
+
+
+def java_major(java: str = "java") -> int:
+    """Major version of ``java``; raises ServiceError when Java is missing."""
+    if shutil.which(java) is None:
+        raise ServiceError(
+            "Java is not installed: the Kafka broker needs Java 17 or newer "
+            "(Debian: apt-get install openjdk-17-jre-headless)"
+        )
+    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    if not m:
+        raise ServiceError(f"cannot read the Java version from: {out.strip()[:200]}")
+    major = int(m.group(1))
+    return int(m.group(2)) if major == 1 and m.group(2) else major
+
+
+class KafkaService(LocalService):
+    """Kafka ``KAFKA_VERSION`` on 127.0.0.1:``kafka_port`` (controller on port+1)."""
+
+    name = "kafka"
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings.work_dir / "kafka", settings.kafka_port)
+        digest = hashlib.sha256(_pom_text().encode()).hexdigest()[:12]
+        self.libs = settings.cache_dir / f"kafka-{KAFKA_VERSION}-{digest}" / "libs"
+
+    def install(self) -> None:
+        major = java_major()
+        if major < 17:
+            raise ServiceError(f"Kafka {KAFKA_VERSION} here needs Java 17 or newer; found Java {major}")
+        marker = self.libs / ".complete"
+        if marker.exists():
+            return
+        if shutil.which("mvn") is None:
+            raise ServiceError(
+                "Maven (`mvn`) is not installed: it resolves the Kafka jars from Maven Central "
+                "(Debian: apt-get install maven)"
+            )
+        self.libs.mkdir(parents=True, exist_ok=True)
+        pom = self.libs.parent / "pom.xml"
+        pom.write_text(_pom_text())
+        run_checked(
+            [
+                "mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+                f"-DoutputDirectory={self.libs}", "-DincludeScope=runtime",
+            ],
+            f"resolving Kafka {KAFKA_VERSION} from Maven Central",
+        )
+        if not any(self.libs.glob("kafka_2.13-*.jar")):
+            raise ServiceError(f"Maven finished but no kafka_2.13 jar is in {self.libs}")
+        marker.write_text(KAFKA_VERSION)
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        return [
+            "java", "-Xms256m", "-Xmx768m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            f"-Dlog4j.configuration=file:{self.home / 'log4j.properties'}",
+            "-cp", str(self.libs / "*"), main, *args,
+        ]
+
+    def command(self) -> list[str]:
+        data = self.home / "data"
+        props = self.home / "server.properties"
+        ctl = self.port + 1
+        props.write_text(
+            "\n".join(
+                [
+                    "process.roles=broker,controller",
+                    "node.id=1",
+                    f"controller.quorum.voters=1@{self.host}:{ctl}",
+                    f"listeners=PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{ctl}",
+                    f"advertised.listeners=PLAINTEXT://{self.host}:{self.port}",
+                    "controller.listener.names=CONTROLLER",
+                    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                    "inter.broker.listener.name=PLAINTEXT",
+                    f"log.dirs={data}",
+                    "num.partitions=4",
+                    "auto.create.topics.enable=true",
+                    "offsets.topic.replication.factor=1",
+                    "offsets.topic.num.partitions=4",
+                    "transaction.state.log.replication.factor=1",
+                    "transaction.state.log.min.isr=1",
+                    "group.initial.rebalance.delay.ms=0",
+                    "message.max.bytes=16777216",
+                    "replica.fetch.max.bytes=16777216",
+                    "log.retention.hours=24",
+                    "log.segment.bytes=67108864",
+                    "",
+                ]
+            )
+        )
+        (self.home / "log4j.properties").write_text(
+            "log4j.rootLogger=WARN, stdout\n"
+            "log4j.appender.stdout=org.apache.log4j.ConsoleAppender\n"
+            "log4j.appender.stdout.layout=org.apache.log4j.PatternLayout\n"
+            "log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+            "log4j.logger.kafka.server.KafkaRaftServer=INFO\n"
+            "log4j.logger.kafka.server.BrokerServer=INFO\n"
+        )
+        if not (data / "meta.properties").exists():
+            data.mkdir(parents=True, exist_ok=True)
+            run_checked(
+                self._java(
+                    "kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(props),
+                    "--ignore-formatted",
+                ),
+                "formatting the Kafka storage directory",
+                timeout_s=120,
+            )
+        return self._java("kafka.Kafka", str(props))
+
+    def ready(self) -> bool:
+        # The port opens before the broker finishes starting; wait for its own "started" line
+        # (the log is rotated at every start).
+        try:
+            text = self.log_file.read_text(errors="replace")
+        except OSError:
+            return False
+        return "Kafka Server started" in text and super().ready()
+
+
+def _cluster_id() -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def libs_dir(settings: Settings) -> Path:
+    return KafkaService(settings).libs
