@@ -208,7 +208,7 @@ def bench(
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON result here."),
 ) -> None:
     """Run a benchmark: prints a table and writes JSON {name, machine, config, results, summary}."""
-    from vidnexus.bench import run_benchmark
+    from vidnexus.benchmarks import run_benchmark
 
     doc = run_benchmark(name, quick=quick, console=console)
     if json_path:
@@ -238,6 +238,9 @@ def version() -> None:
 def main() -> None:
     """Entry point: one-line errors for user mistakes, non-zero exit codes."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # Client libraries log connection failures with tracebacks; we report them in one line instead.
+    for noisy in ("clickhouse_driver", "kafka"):
+        logging.getLogger(noisy).setLevel(logging.CRITICAL)
     try:
         app(standalone_mode=False)
     except VidnexusError as e:

@@ -56,12 +56,10 @@ class ChdbStore:
         self.version = parse_version(str(raw).strip().strip('"'))
 
     def _run(self, sql: str, fmt: str = "CSV") -> Any:
-        from chdb import ChdbError
-
         with self._lock:
             try:
                 return self._s.query(sql, fmt)
-            except ChdbError as e:
+            except RuntimeError as e:  # chdb's ChdbError carries the engine's message
                 first = str(e).strip().splitlines()[0][:500]
                 raise ConnectorError(f"query failed: {first}") from None
 

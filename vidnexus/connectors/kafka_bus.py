@@ -14,8 +14,9 @@ logger = logging.getLogger(__name__)
 
 
 def _kafka_error(what: str, bootstrap: str, exc: BaseException) -> ConnectorError:
+    detail = str(exc) if type(exc).__name__ in str(exc) else f"{type(exc).__name__}: {exc}"
     return ConnectorError(
-        f"{what}: Kafka at {bootstrap!r} is not reachable ({type(exc).__name__}: {exc}). "
+        f"{what}: Kafka at {bootstrap!r} is not reachable ({detail}). "
         "Check VNX_KAFKA_BOOTSTRAP, or start the local broker with `vidnexus services up`.",
         retryable=True,
     )
@@ -34,7 +35,7 @@ class KafkaBus:
         self, bootstrap: str, *, timeout_s: float = 5.0, max_message_bytes: int = 8 * 1024 * 1024
     ) -> None:
         from kafka import KafkaAdminClient, KafkaProducer
-        from kafka.errors import KafkaError
+        from kafka.errors import KafkaConfigurationError, KafkaError
 
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
@@ -42,7 +43,7 @@ class KafkaBus:
         common: dict[str, Any] = dict(
             bootstrap_servers=bootstrap.split(","),
             request_timeout_ms=int(max(timeout_s, 1.0) * 1000) + 1000,
-            api_version_auto_timeout_ms=int(timeout_s * 1000),
+            bootstrap_timeout_ms=int(timeout_s * 1000),
             reconnect_backoff_max_ms=1000,
         )
         self._common = common
@@ -56,6 +57,8 @@ class KafkaBus:
                 max_block_ms=int(timeout_s * 1000),
                 **common,
             )
+        except KafkaConfigurationError as e:
+            raise ConnectorError(f"invalid Kafka client configuration: {e}") from None
         except (KafkaError, OSError, ValueError) as e:
             raise _kafka_error("cannot connect", bootstrap, e) from None
         self._pending: list[Any] = []

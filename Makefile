@@ -1,0 +1,25 @@
+# vidnexus — the two commands:
+#   make demo   bootstrap the virtualenv and run the embedded end-to-end demo
+#   make test   bootstrap, install + start Kafka and ClickHouse, run unit + integration tests, stop
+.PHONY: demo test unit bootstrap services-up services-down bench-quick clean-venv
+
+demo:
+	@bash scripts/demo.sh
+
+test:
+	@bash scripts/test.sh
+
+unit:
+	@VENV=$$(bash scripts/bootstrap.sh) && "$$VENV/bin/python" -m pytest tests/unit tests/sim -q
+
+bootstrap:
+	@bash scripts/bootstrap.sh
+
+services-up:
+	@VENV=$$(bash scripts/bootstrap.sh) && "$$VENV/bin/vidnexus" services up
+
+services-down:
+	@VENV=$$(bash scripts/bootstrap.sh) && "$$VENV/bin/vidnexus" services down
+
+bench-quick:
+	@VENV=$$(bash scripts/bootstrap.sh) && "$$VENV/bin/vidnexus" bench drop-policies --quick

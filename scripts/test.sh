@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# `make test`: bootstrap the virtualenv, install and start the real Kafka broker and ClickHouse
+# server on loopback, run the unit, simulator and integration suites, stop the services.
+# Exits non-zero on any failure (including a service that cannot be installed or started).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+venv=$(bash scripts/bootstrap.sh)
+echo "test: virtualenv $venv ready after $(( $(date +%s) - start )) s"
+
+export VNX_WORK_DIR=${VNX_WORK_DIR:-$PWD/.vnx/test}
+export VNX_DATA_DIR=${VNX_DATA_DIR:-$VNX_WORK_DIR/data}
+export VNX_KAFKA_BOOTSTRAP=${VNX_KAFKA_BOOTSTRAP:-127.0.0.1:19092}
+export VNX_CLICKHOUSE_URL=${VNX_CLICKHOUSE_URL:-clickhouse://default:@127.0.0.1:19000/default}
+export VNX_REQUIRE_SERVICES=1   # integration tests fail (never skip) when a service is missing
+
+cleanup() { "$venv/bin/vidnexus" services down || true; }
+trap cleanup EXIT
+"$venv/bin/vidnexus" services up
+echo "test: services up after $(( $(date +%s) - start )) s"
+
+rc=0
+"$venv/bin/python" -m pytest tests -q -p no:cacheprovider "$@" || rc=$?
+echo "test: finished in $(( $(date +%s) - start )) s (exit $rc)"
+exit $rc

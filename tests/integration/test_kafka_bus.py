@@ -1,0 +1,122 @@
+"""The Bus over the real Kafka broker: ordering, groups, rebalancing, committed offsets."""
+
+import time
+import uuid
+
+import pytest
+
+from vidnexus.connectors.kafka_bus import KafkaBus
+from vidnexus.errors import ConnectorError
+
+
+def drain(consumer, n, timeout_s=30.0):
+    out, deadline = [], time.monotonic() + timeout_s
+    while len(out) < n and time.monotonic() < deadline:
+        out += consumer.poll(timeout_s=0.5)
+    return out
+
+
+def test_round_trip_keeps_per_key_order_across_partitions(kafka_bus, topic):
+    kafka_bus.create_topic(topic, partitions=4)
+    assert kafka_bus.partitions(topic) == 4
+    for i in range(400):
+        kafka_bus.publish(topic, f"cam-{i % 9}".encode(), str(i).encode(), headers=[("n", str(i).encode())])
+    kafka_bus.flush()
+    c = kafka_bus.subscribe([topic], group=f"g-{uuid.uuid4().hex[:6]}")
+    msgs = drain(c, 400)
+    c.close()
+    assert len(msgs) == 400
+    assert len({m.partition for m in msgs}) == 4
+    for k in range(9):
+        key = f"cam-{k}".encode()
+        vals = [int(m.value) for m in msgs if m.key == key]
+        assert vals == sorted(vals) and vals == list(range(k, 400, 9))
+        assert len({m.partition for m in msgs if m.key == key}) == 1
+    assert all(dict(m.headers)["n"] == m.value for m in msgs)
+
+
+def test_create_topic_is_idempotent(kafka_bus, topic):
+    kafka_bus.create_topic(topic, partitions=2)
+    kafka_bus.create_topic(topic, partitions=2)
+    assert kafka_bus.partitions(topic) == 2
+
+
+def test_consumer_group_rebalances_between_two_consumers(kafka_bus, topic):
+    kafka_bus.create_topic(topic, partitions=4)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    a = kafka_bus.subscribe([topic], group=group)
+    deadline = time.monotonic() + 30
+    while len(a.assignment()) < 4 and time.monotonic() < deadline:
+        a.poll(timeout_s=0.2)
+    assert len(a.assignment()) == 4
+    b = kafka_bus.subscribe([topic], group=group)
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline:
+        a.poll(timeout_s=0.2)
+        b.poll(timeout_s=0.2)
+        if a.assignment() and b.assignment() and len(a.assignment() | b.assignment()) == 4:
+            break
+    sa, sb = a.assignment(), b.assignment()
+    assert sa and sb and sa.isdisjoint(sb) and len(sa | sb) == 4
+    # Both members now receive data from their own partitions.
+    for i in range(40):
+        kafka_bus.publish(topic, f"k{i}".encode(), b"x")
+    kafka_bus.flush()
+    got_a, got_b, deadline = [], [], time.monotonic() + 30
+    while len(got_a) + len(got_b) < 40 and time.monotonic() < deadline:
+        got_a += a.poll(timeout_s=0.2)
+        got_b += b.poll(timeout_s=0.2)
+    assert len(got_a) + len(got_b) == 40 and got_a and got_b
+    assert {(m.topic, m.partition) for m in got_a} <= sa
+    assert {(m.topic, m.partition) for m in got_b} <= sb
+    b.close()
+    deadline = time.monotonic() + 40
+    while len(a.assignment()) < 4 and time.monotonic() < deadline:
+        a.poll(timeout_s=0.2)
+    assert len(a.assignment()) == 4
+    a.close()
+
+
+def test_committed_offsets_survive_a_consumer_restart(kafka_bus, topic):
+    kafka_bus.create_topic(topic, partitions=2)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    for i in range(20):
+        kafka_bus.publish(topic, b"same-key", str(i).encode())
+    kafka_bus.flush()
+    c = kafka_bus.subscribe([topic], group=group)
+    first = drain(c, 20)
+    assert [int(m.value) for m in first] == list(range(20))
+    c.commit()
+    c.close()
+    for i in range(20, 30):
+        kafka_bus.publish(topic, b"same-key", str(i).encode())
+    kafka_bus.flush()
+    c2 = kafka_bus.subscribe([topic], group=group)
+    second = drain(c2, 10)
+    time.sleep(1.0)
+    second += c2.poll(timeout_s=1.0)
+    c2.close()
+    assert [int(m.value) for m in second] == list(range(20, 30))
+
+
+def test_uncommitted_records_are_redelivered_after_restart(kafka_bus, topic):
+    kafka_bus.create_topic(topic, partitions=1)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    for i in range(5):
+        kafka_bus.publish(topic, None, str(i).encode())
+    kafka_bus.flush()
+    c = kafka_bus.subscribe([topic], group=group)
+    assert len(drain(c, 5)) == 5
+    c.close()  # no commit
+    c2 = kafka_bus.subscribe([topic], group=group)
+    assert [int(m.value) for m in drain(c2, 5)] == list(range(5))
+    c2.close()
+
+
+def test_oversized_message_is_a_clear_error(kafka_bootstrap, topic):
+    bus = KafkaBus(kafka_bootstrap, timeout_s=10, max_message_bytes=1000)
+    try:
+        with pytest.raises(ConnectorError, match="exceeds the 1000-byte limit"):
+            bus.publish(topic, None, b"x" * 2000)
+    finally:
+        bus.close()

@@ -1,0 +1,57 @@
+"""The simulator drives the real policy code; property: replies + drops = requests."""
+
+import random
+
+import pytest
+
+from vidnexus.gpu_executor.backend import SessionSpec
+from vidnexus.gpu_executor.profile import Profile
+from vidnexus.sim.loadgen import arrivals, merge, poisson_arrivals, uniform_arrivals
+from vidnexus.sim.simulator import goodput, simulate
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_every_request_is_answered_or_dropped(seed):
+    rng = random.Random(seed)
+    n_sessions = rng.randint(1, 4)
+    policies = ["early_drop", "lazy_drop", "fifo"]
+    sessions, profiles, traces = [], {}, []
+    for k in range(n_sessions):
+        m = f"m{k}"
+        profiles[m] = Profile.linear(rng.uniform(0.0005, 0.005), rng.uniform(0.001, 0.03), 32)
+        sessions.append(SessionSpec(f"s{k}", m, rng.uniform(0.05, 0.5), policy=rng.choice(policies),
+                                    max_queue=rng.choice([8, 64, 4096])))
+        kind = rng.choice(["poisson", "uniform"])
+        traces.append(arrivals(kind, rng.uniform(10, 800), 3.0, f"s{k}", seed=seed))
+    r = simulate(sessions, profiles, merge(*traces), noise_cv=rng.choice([0.0, 0.1]), seed=seed)
+    assert r.requests == sum(len(t) for t in traces)
+    assert r.replies + r.dropped == r.requests
+    assert r.on_time <= r.replies
+    assert set(r.drops) <= {"early_drop", "deadline", "overload", "error"}
+
+
+def test_light_load_is_all_on_time():
+    r = simulate([SessionSpec("s", "m", 0.1)], {"m": Profile.linear(0.002, 0.01, 32)},
+                 uniform_arrivals(50, 5.0))
+    assert r.good_fraction == 1.0 and r.dropped == 0
+
+
+def test_goodput_of_early_drop_is_near_the_optimum():
+    # ℓ(b) = b + 25 ms, SLO 100 ms: saturated batch 25 at 50 ms = 500 req/s optimum (Nexus §6.3).
+    prof = Profile.linear(0.001, 0.025, 64)
+    spec = [SessionSpec("s", "m", 0.1, policy="early_drop")]
+    g = goodput(lambda rate: simulate(spec, {"m": prof}, uniform_arrivals(rate, 10.0)), 50, 700)
+    assert 400 <= g <= 520
+
+
+def test_overload_sheds_instead_of_growing():
+    spec = [SessionSpec("s", "m", 0.1, policy="fifo", max_queue=50)]
+    r = simulate(spec, {"m": Profile.linear(0.001, 0.025, 64)}, poisson_arrivals(2000, 2.0))
+    assert r.drops["overload"] > 0
+
+
+def test_poisson_trace_rate_and_determinism():
+    a = poisson_arrivals(200, 20.0, seed=3)
+    assert a == poisson_arrivals(200, 20.0, seed=3)
+    assert 3700 < len(a) < 4300
+    assert all(x.t < y.t for x, y in zip(a, a[1:]))

@@ -1,0 +1,81 @@
+import pytest
+
+from vidnexus.gpu_executor.backend import DutyCycle, SessionSpec, local_targets
+from vidnexus.gpu_executor.profile import Profile
+
+P = Profile.linear(0.010, 0.010, max_batch=16)
+
+
+def core(*sessions, targets=None):
+    return DutyCycle(list(sessions), {"a": P, "b": P}, targets)
+
+
+def test_round_robin_alternates_sessions():
+    c = core(SessionSpec("s1", "a", 1.0), SessionSpec("s2", "b", 1.0), targets={"s1": 2, "s2": 2})
+    for i in range(4):
+        c.enqueue("s1", i, 1.0, 0.0)
+        c.enqueue("s2", 10 + i, 1.0, 0.0)
+    order = []
+    while (step := c.schedule(0.0)).dispatch:
+        order.append((step.dispatch.session_id, step.dispatch.request_ids))
+    assert order == [("s1", (0, 1)), ("s2", (10, 11)), ("s1", (2, 3)), ("s2", (12, 13))]
+
+
+def test_queue_is_deadline_ordered():
+    c = core(SessionSpec("s", "a", 1.0), targets={"s": 3})
+    for rid, dl in [(1, 0.9), (2, 0.5), (3, 0.7)]:
+        c.enqueue("s", rid, dl, 0.0)
+    assert c.schedule(0.0).dispatch.request_ids == (2, 3, 1)
+
+
+def test_full_queue_sheds_with_overload():
+    c = core(SessionSpec("s", "a", 1.0, max_queue=2))
+    assert c.enqueue("s", 1, 1.0, 0.0) is None
+    assert c.enqueue("s", 2, 1.0, 0.0) is None
+    shed = c.enqueue("s", 3, 1.0, 0.0)
+    assert shed is not None and shed.reason == "overload" and shed.request_id == 3
+
+
+def test_unknown_session_is_an_error_drop():
+    c = core(SessionSpec("s", "a", 1.0))
+    assert c.enqueue("nope", 1, 1.0, 0.0).reason == "error"
+
+
+def test_drops_carry_reasons():
+    c = core(SessionSpec("s", "a", 1.0), targets={"s": 4})
+    c.enqueue("s", 1, 0.015, 0.0)  # cannot finish even alone: deadline
+    c.enqueue("s", 2, 0.025, 0.0)  # could alone, not in the window: early_drop
+    for rid in range(3, 7):
+        c.enqueue("s", rid, 0.5, 0.0)
+    step = c.schedule(0.0)
+    assert [(d.request_id, d.reason) for d in step.dropped] == [(1, "deadline"), (2, "early_drop")]
+    assert step.dispatch.request_ids == (3, 4, 5, 6)
+
+
+def test_expire_and_remove_account_for_everything():
+    c = core(SessionSpec("s", "a", 1.0))
+    c.enqueue("s", 1, 0.01, 0.0)
+    c.enqueue("s", 2, 5.0, 0.0)
+    assert [d.request_id for d in c.expire(0.0)] == [1]
+    assert [(d.request_id, d.reason) for d in c.remove_session("s")] == [(2, "overload")]
+    assert c.queued() == 0
+
+
+def test_local_targets_saturate_one_session():
+    # ℓ(b) = 10b + 10 ms and SLO 200 ms: 2ℓ(b) ≤ 200 → b = 9.
+    assert local_targets([SessionSpec("s", "a", 0.2)], {"a": P}) == {"s": 9}
+
+
+def test_local_targets_shrink_until_the_duty_cycle_fits():
+    sessions = [SessionSpec("s1", "a", 0.2), SessionSpec("s2", "b", 0.2)]
+    t = local_targets(sessions, {"a": P, "b": P})
+    cycle = sum(P.latency(b) for b in t.values())
+    assert all(cycle + P.latency(t[s.session_id]) <= s.slo_s + 1e-9 for s in sessions)
+    assert min(t.values()) >= 1
+
+
+def test_invalid_session_spec():
+    with pytest.raises(ValueError, match="SLO"):
+        SessionSpec("s", "a", 0.0)
+    with pytest.raises(ValueError, match="no profile"):
+        DutyCycle([SessionSpec("s", "zzz", 1.0)], {"a": P})

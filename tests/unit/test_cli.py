@@ -1,0 +1,75 @@
+"""User errors give a one-line reason and a non-zero exit, quickly (no hang, no traceback wall)."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from vidnexus.connectors.kafka_bus import KafkaBus
+from vidnexus.connectors.clickhouse_store import ClickHouseStore
+from vidnexus.errors import ConnectorError
+
+
+def vnx(*args, env=None, timeout=60):
+    e = dict(os.environ, **(env or {}))
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "vidnexus", *args], capture_output=True, text=True,
+                       env=e, timeout=timeout)
+    return p, time.monotonic() - t0
+
+
+def test_wrong_clickhouse_url_is_a_clear_error_within_seconds():
+    p, took = vnx("sql", "SELECT 1", env={"VNX_STORE": "clickhouse",
+                                          "VNX_CLICKHOUSE_URL": "clickhouse://default:@127.0.0.1:1/default",
+                                          "VNX_CONNECT_TIMEOUT_S": "2"})
+    assert p.returncode == 2
+    assert "not reachable" in p.stderr and "127.0.0.1:1" in p.stderr
+    assert "Traceback" not in p.stderr
+    assert took < 15
+
+
+def test_bad_setting_names_the_variable():
+    p, _ = vnx("sql", "SELECT 1", env={"VNX_STORE": "postgres"})
+    assert p.returncode == 2 and "VNX_STORE" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_wrong_broker_address_fails_fast():
+    t0 = time.monotonic()
+    with pytest.raises(ConnectorError, match=r"Kafka at '127.0.0.1:1' is not reachable \((NoBrokersAvailable|KafkaTimeoutError)"):
+        KafkaBus("127.0.0.1:1", timeout_s=2.0)
+    assert time.monotonic() - t0 < 10
+
+
+def test_wrong_clickhouse_port_fails_fast_in_the_api():
+    t0 = time.monotonic()
+    with pytest.raises(ConnectorError, match="not reachable") as e:
+        ClickHouseStore("clickhouse://default:@127.0.0.1:1/default", timeout_s=2.0)
+    assert e.value.retryable
+    assert time.monotonic() - t0 < 10
+
+
+def test_help_lists_the_commands():
+    p, _ = vnx("--help")
+    assert p.returncode == 0
+    for cmd in ("services", "demo", "sql", "models", "bench"):
+        assert cmd in p.stdout
+
+
+def test_unknown_benchmark_and_demo():
+    p, _ = vnx("bench", "nope")
+    assert p.returncode == 2 and "available" in p.stderr
+    p, _ = vnx("demo", "nope")
+    assert p.returncode == 2 and "unknown demo" in p.stderr
+
+
+def test_sql_on_the_embedded_store(tmp_path):
+    p, _ = vnx("sql", "SELECT 1 + 1 AS two", "--format", "csv", env={"VNX_DATA_DIR": str(tmp_path)})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["two", "2"]
+
+
+def test_invalid_sql_is_a_clear_error(tmp_path):
+    p, _ = vnx("sql", "SELEC nonsense", env={"VNX_DATA_DIR": str(tmp_path)})
+    assert p.returncode == 2 and "query failed" in p.stderr and "Traceback" not in p.stderr
