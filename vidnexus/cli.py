@@ -218,6 +218,39 @@ def bench(
 
 
 @app.command()
+def executor(
+    session: list[str] = typer.Option(..., "--session", "-s",
+                                      help="MODEL:SLO_MS to serve, repeatable (e.g. -s resnet18:100)."),
+    device: str = typer.Option("cpu", help="cpu or cuda:N"),
+    policy: str = typer.Option("early_drop", help="Batching policy: early_drop, lazy_drop or fifo."),
+    weights: list[str] = typer.Option([], help="MODEL=PATH of a local state_dict with real weights."),
+    threads: int = typer.Option(0, min=0, help="torch intra-op threads (0 = torch default)."),
+) -> None:
+    """Serve model sessions over Kafka (VNX_BUS=kafka) or the in-memory bus until SIGTERM.
+
+    Requests arrive on <prefix>.req.<MODEL>-<SLO>ms; replies go to each request's reply-to topic;
+    stats go to <prefix>.stats every 5 s; Prometheus on VNX_METRICS_PORT when set."""
+    from vidnexus.gpu_executor.batching import POLICIES
+    from vidnexus.gpu_executor.serve import parse_session, serve
+
+    if policy not in POLICIES:
+        raise VidnexusError(f"unknown policy {policy!r}; choose one of {sorted(POLICIES)}")
+    wmap = {}
+    for w in weights:
+        m, sep, path = w.partition("=")
+        if not sep:
+            raise VidnexusError(f"--weights {w!r}: expected MODEL=PATH")
+        wmap[m] = Path(path)
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    sessions = [parse_session(s) for s in session]
+    serve(_settings(), sessions, device=device, policy=policy, weights=wmap,
+          ready=lambda: err_console.print(f"executor: serving {', '.join(s.session_id for s in sessions)}"))
+
+
+@app.command()
 def config() -> None:
     """Show the effective settings and the environment variable for each."""
     s = _settings()

@@ -1,0 +1,80 @@
+"""Two models served by a `vidnexus executor` process over the real broker; replies reach the
+right callers; malformed requests are dead-lettered; stats are published."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+from vidnexus.config import Settings
+from vidnexus.connectors.kafka_bus import KafkaBus
+from vidnexus.gpu_executor.client import ExecutorClient
+from vidnexus.gpu_executor.service import request_topic
+
+
+@pytest.fixture
+def executor_proc(kafka_bootstrap, tmp_path):
+    prefix = f"it{uuid.uuid4().hex[:8]}"
+    env = dict(os.environ, VNX_BUS="kafka", VNX_KAFKA_BOOTSTRAP=kafka_bootstrap, VNX_TOPIC_PREFIX=prefix,
+               VNX_DATA_DIR=str(tmp_path / "data"))
+    p = subprocess.Popen([sys.executable, "-m", "vidnexus", "executor", "-s", "lenet5:300",
+                          "-s", "mobilenet_v3_small:2000", "--threads", "1"],
+                         env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    deadline = time.monotonic() + 120
+    line = ""
+    while time.monotonic() < deadline:
+        line = p.stderr.readline()
+        if "executor: serving" in line or (not line and p.poll() is not None):
+            break
+    assert "executor: serving" in line, f"executor did not start: {line} {p.stderr.read() if p.poll() is not None else ''}"
+    yield Settings(bus="kafka", kafka_bootstrap=kafka_bootstrap, topic_prefix=prefix)
+    p.terminate()
+    assert p.wait(timeout=60) == 0
+
+
+def test_two_models_replies_routed_to_the_right_callers(executor_proc):
+    settings = executor_proc
+    bus = KafkaBus(settings.kafka_bootstrap, timeout_s=10)
+    a, b = ExecutorClient(bus, settings, "a"), ExecutorClient(bus, settings, "b")
+    digit = np.zeros((1, 28, 28), np.float32)
+    image = np.zeros((3, 224, 224), np.float32)
+    sent = []
+    for i in range(12):
+        for client, name in ((a, "a"), (b, "b")):
+            sent.append((name, "lenet5-300ms", client.submit("lenet5-300ms", digit, slo_s=5.0, frame_no=i)))
+            if i % 3 == 0:
+                sent.append((name, "mobilenet_v3_small-2000ms",
+                             client.submit("mobilenet_v3_small-2000ms", image, slo_s=20.0, frame_no=i)))
+    bus.flush()
+    replies = [(name, sess, f.result(timeout=90)) for name, sess, f in sent]
+    for name, sess, r in replies:
+        assert r.session_id == sess
+        assert r.ok, r.reason
+        assert len(r.output) == (10 if sess.startswith("lenet5") else 1000)
+    assert len({r.request_id for _, _, r in replies}) == len(sent)
+    a.close(), b.close()
+    bus.close()
+
+
+def test_malformed_request_is_dead_lettered_and_stats_are_published(executor_proc):
+    settings = executor_proc
+    bus = KafkaBus(settings.kafka_bootstrap, timeout_s=10)
+    bus.publish(request_topic(settings, "lenet5-300ms"), b"junk", b"\x00not msgpack")
+    bus.flush()
+    dlq = bus.subscribe([settings.topic("dead-letter")], group=None)
+    stats = bus.subscribe([settings.topic("stats")], group=None)
+    got_dead, got_stats, deadline = [], [], time.monotonic() + 60
+    while (not got_dead or not got_stats) and time.monotonic() < deadline:
+        got_dead += dlq.poll(timeout_s=0.5)
+        got_stats += stats.poll(timeout_s=0.5)
+    assert got_dead and dict(got_dead[0].headers)["reason"].startswith(b"malformed req message")
+    doc = json.loads(got_stats[0].value)
+    assert {"targets", "sessions"} <= set(doc)
+    assert set(doc["targets"]) == {"lenet5-300ms", "mobilenet_v3_small-2000ms"}
+    dlq.close(), stats.close()
+    bus.close()

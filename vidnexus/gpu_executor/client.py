@@ -1,0 +1,65 @@
+"""Calling executor sessions over the Bus: one future per request, replies matched by request id."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from vidnexus.clock import wall_time
+from vidnexus.config import Settings
+from vidnexus.connectors.bus import Bus
+from vidnexus.errors import CodecError
+from vidnexus.gpu_executor.service import request_topic
+from vidnexus.gpu_executor.wire import InferRequest, WireReply, decode_reply, encode_request
+
+__all__ = ["ExecutorClient"]
+
+
+class ExecutorClient:
+    """Send requests to sessions and receive replies on this client's own reply topic."""
+
+    def __init__(self, bus: Bus, settings: Settings, name: str | None = None) -> None:
+        self.bus, self.settings = bus, settings
+        self.reply_topic = settings.topic(f"replies.{name or uuid.uuid4().hex[:12]}")
+        bus.create_topic(self.reply_topic, 1)
+        self._futures: dict[str, Future[WireReply]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._consumer = bus.subscribe([self.reply_topic], group=None, from_beginning=True)
+        self._thread = threading.Thread(target=self._listen, daemon=True, name="vnx-client")
+        self._thread.start()
+
+    def submit(self, session_id: str, x: np.ndarray, *, slo_s: float | None = None,
+               deadline_wall: float | None = None, **meta: Any) -> Future[WireReply]:
+        rid = uuid.uuid4().hex
+        fut: Future[WireReply] = Future()
+        with self._lock:
+            self._futures[rid] = fut
+        dl = deadline_wall if deadline_wall is not None else wall_time() + (slo_s or 1.0)
+        req = InferRequest(rid, session_id, dl, self.reply_topic, x, **meta)
+        self.bus.publish(request_topic(self.settings, session_id), rid.encode(), encode_request(req))
+        return fut
+
+    def flush(self) -> None:
+        self.bus.flush()
+
+    def _listen(self) -> None:
+        while not self._stop.is_set():
+            for m in self._consumer.poll(timeout_s=0.1):
+                try:
+                    rep = decode_reply(m.value)
+                except CodecError:
+                    continue
+                with self._lock:
+                    fut = self._futures.pop(rep.request_id, None)
+                if fut is not None:
+                    fut.set_result(rep)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._consumer.close()

@@ -1,0 +1,133 @@
+"""``vidnexus executor``: build runners for zoo models, profile them, serve sessions over the bus,
+publish stats to the stats topic and (optionally) a Prometheus endpoint."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from vidnexus.clock import MonotonicClock, wall_time
+from vidnexus.config import Settings
+from vidnexus.connectors.bus import open_bus
+from vidnexus.errors import ConfigError, ModelError
+from vidnexus.gpu_executor.backend import SessionSpec
+from vidnexus.gpu_executor.executor import Executor
+from vidnexus.gpu_executor.metrics import ExecutorMetrics
+from vidnexus.gpu_executor.profile import Profile
+from vidnexus.gpu_executor.service import ExecutorService, session_name
+
+__all__ = ["SessionArg", "parse_session", "build_runner", "serve"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SessionArg:
+    model: str
+    slo_ms: float
+
+    @property
+    def session_id(self) -> str:
+        return session_name(self.model, self.slo_ms)
+
+
+def parse_session(text: str) -> SessionArg:
+    """``MODEL:SLO_MS`` → SessionArg (e.g. ``resnet18:100``)."""
+    model, sep, slo = text.partition(":")
+    try:
+        slo_ms = float(slo)
+    except ValueError:
+        slo_ms = -1.0
+    if not sep or not model or slo_ms <= 0:
+        raise ConfigError(f"--session {text!r}: expected MODEL:SLO_MS with SLO_MS > 0, e.g. resnet18:100")
+    return SessionArg(model, slo_ms)
+
+
+def build_runner(model: str, device: str, weights: Path | None) -> Any:
+    """A TorchRunner for a zoo model; real weights from a local state_dict file when given."""
+    import torch
+
+    from vidnexus.gpu_executor.runner import TorchRunner
+    from vidnexus.gpu_executor.zoo import ZOO
+
+    if model not in ZOO:
+        raise ModelError(f"unknown model {model!r}; see `vidnexus models list`")
+    module = ZOO[model].factory()
+    if weights is not None:
+        try:
+            module.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+        except Exception as e:
+            raise ModelError(f"cannot load weights for {model} from {weights}: {e}") from None
+    detection = ZOO[model].task in ("detect", "pose")
+    post: Callable[[Any], Any] = (lambda r: {k: v.tolist() for k, v in r.items()}) if detection else (lambda t: t.tolist())
+    return TorchRunner(model, module, device, postprocess=post, list_input=detection)
+
+
+def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu", policy: str = "early_drop",
+          weights: dict[str, Path] | None = None, stats_every_s: float = 5.0,
+          ready: Callable[[], None] | None = None) -> None:
+    """Run until SIGTERM/SIGINT."""
+    import numpy as np
+
+    from vidnexus.gpu_executor.profiler import load_profile, profile_runner, save_profile
+    from vidnexus.gpu_executor.zoo import ZOO
+
+    if not sessions:
+        raise ConfigError("give at least one --session MODEL:SLO_MS")
+    runners, profiles = {}, {}
+    for s in sessions:
+        if s.model in runners:
+            continue
+        runners[s.model] = build_runner(s.model, device, (weights or {}).get(s.model))
+        prof = load_profile(settings.data_dir / "profiles", s.model, device)
+        if prof is None:
+            x = np.zeros(ZOO[s.model].input_shape, np.float32)
+            prof, _ = profile_runner(runners[s.model], lambda x=x: x, [1, 2, 4, 8], repeats=2, warmup=1)
+            save_profile(settings.data_dir / "profiles", s.model, device, prof)
+        profiles[s.model] = prof
+    specs = [SessionSpec(s.session_id, s.model, s.slo_ms / 1000, policy=policy) for s in sessions]  # type: ignore[arg-type]
+    registry = None
+    if settings.metrics_port:
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        registry = CollectorRegistry()
+        start_http_server(settings.metrics_port, addr="127.0.0.1", registry=registry)
+    metrics = ExecutorMetrics(registry)
+    clock = MonotonicClock()
+    bus = open_bus(settings)
+    executor = Executor(specs, runners, profiles, clock=clock, metrics=metrics).start()
+    service = ExecutorService(executor, bus, settings, clock=clock)
+    stats_topic = settings.topic("stats")
+    bus.create_topic(stats_topic, 1)
+    stop = threading.Event()
+
+    def on_signal(*_: Any) -> None:
+        stop.set()
+        service.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    def report() -> None:
+        while not stop.wait(stats_every_s):
+            doc = {"ts": wall_time(), "executor": f"{device}", "targets": executor.targets(),
+                   "sessions": executor.stats()}
+            try:
+                bus.publish(stats_topic, device.encode(), json.dumps(doc, default=str).encode())
+            except Exception as e:
+                logger.warning("cannot publish stats: %s", e)
+
+    threading.Thread(target=report, daemon=True, name="vnx-stats").start()
+    if ready:
+        ready()
+    try:
+        service.run()
+    finally:
+        stop.set()
+        executor.stop()
+        bus.close()

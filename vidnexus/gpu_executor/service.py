@@ -1,0 +1,105 @@
+"""The executor as a service over the Bus: per-session request topics in, reply-to topics out.
+
+Requests are consumed in the ``<prefix>-executor`` consumer group (more executors share the
+partitions); each becomes an :class:`~vidnexus.gpu_executor.executor.Executor` submission with its
+absolute deadline; the reply (outputs or an accounted drop) is published to the request's
+``reply_to`` topic keyed by request id. Offsets are committed only once every request read so far has
+been answered (at-least-once). Malformed requests go to the dead-letter topic with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Sequence
+
+from vidnexus.clock import Clock, MonotonicClock, wall_time
+from vidnexus.config import Settings
+from vidnexus.connectors.bus import Bus
+from vidnexus.errors import CodecError
+from vidnexus.gpu_executor.executor import Executor, InferReply
+from vidnexus.gpu_executor.wire import WireReply, decode_request, encode_reply
+
+__all__ = ["ExecutorService", "request_topic", "session_name"]
+
+logger = logging.getLogger(__name__)
+
+
+def session_name(model: str, slo_ms: float) -> str:
+    """Canonical session id of (model, SLO): ``resnet18-100ms``."""
+    return f"{model}-{slo_ms:g}ms"
+
+
+def request_topic(settings: Settings, session_id: str) -> str:
+    return settings.topic(f"req.{session_id}")
+
+
+class ExecutorService:
+    """Serve ``executor``'s sessions from the bus until :meth:`stop`."""
+
+    def __init__(self, executor: Executor, bus: Bus, settings: Settings, *, clock: Clock | None = None,
+                 partitions: int = 4) -> None:
+        self.executor, self.bus, self.settings = executor, bus, settings
+        self.clock = clock or MonotonicClock()
+        self.sessions: Sequence[str] = [s.session_id for s in executor.core.sessions()]
+        self.topics = [request_topic(settings, s) for s in self.sessions]
+        self.dead_letter = settings.topic("dead-letter")
+        for t in self.topics:
+            bus.create_topic(t, partitions)
+        bus.create_topic(self.dead_letter, 1)
+        self._stop = threading.Event()
+        self._inflight = 0
+        self._lock = threading.Lock()
+        self.served = 0
+        self.dead = 0
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _publish_reply(self, reply_to: str, request_id: str, r: InferReply) -> None:
+        wire = WireReply(request_id, r.session_id, r.ok, r.output, r.reason, r.latency_s, r.batch)
+        try:
+            self.bus.publish(reply_to, request_id.encode(), encode_reply(wire))
+        except Exception as e:  # a reply topic we cannot write to must not kill the executor
+            logger.error("cannot publish reply %s to %s: %s", request_id, reply_to, e)
+        with self._lock:
+            self._inflight -= 1
+            self.served += 1
+
+    def run(self) -> None:
+        consumer = self.bus.subscribe(self.topics, group=f"{self.settings.topic_prefix}-executor")
+        try:
+            while not self._stop.is_set():
+                msgs = consumer.poll(timeout_s=0.2)
+                for m in msgs:
+                    try:
+                        req = decode_request(m.value)
+                    except CodecError as e:
+                        self.dead += 1
+                        self.bus.publish(self.dead_letter, m.key, m.value,
+                                         headers=[("reason", str(e).encode()), ("topic", m.topic.encode())])
+                        continue
+                    # Deadlines travel as wall-clock time; the executor runs on its own clock.
+                    local_deadline = self.clock.now() + (req.deadline_wall - wall_time())
+                    with self._lock:
+                        self._inflight += 1
+                    fut = self.executor.submit(req.session_id, req.input, deadline=local_deadline)
+                    fut.add_done_callback(
+                        lambda f, to=req.reply_to, rid=req.request_id: self._publish_reply(to, rid, f.result())
+                    )
+                if msgs:
+                    self._commit_when_answered(consumer)
+        finally:
+            self._commit_when_answered(consumer, timeout_s=10)
+            self.bus.flush()
+            consumer.close()
+
+    def _commit_when_answered(self, consumer: Any, timeout_s: float = 30.0) -> None:
+        deadline = self.clock.now() + timeout_s
+        while self.clock.now() < deadline:
+            with self._lock:
+                if self._inflight == 0:
+                    break
+            self.clock.sleep(0.002)
+        self.bus.flush()
+        consumer.commit()
