@@ -33,6 +33,8 @@ if [ ! -f "$venv/.complete" ]; then
   touch "$venv/.complete"
 fi
 # Editable install of this checkout (no dependencies: those come from the lock above).
-"$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e . >&2
+log="$CACHE/editable-install.log"
+"$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e . >"$log" 2>&1 || {
+  cat "$log" >&2; echo "bootstrap: installing this checkout failed" >&2; exit 1; }
 ln -sfn "$venv" .venv
 echo "$venv"

@@ -166,15 +166,65 @@ def sql(
 
 
 # -- models ------------------------------------------------------------------------------------
+def _repo() -> Any:
+    from vidnexus.gpu_executor.repository import ModelRepository
+
+    return ModelRepository(_settings().data_dir / "models")
+
+
 @models_app.command("list")
 def models_list() -> None:
-    """Architectures in the built-in zoo."""
-    from vidnexus.gpu_executor.zoo import ZOO
-
-    t = Table("name", "task", "input", "description")
-    for name, e in ZOO.items():
-        t.add_row(name, e.task, "×".join(map(str, e.input_shape)), e.description)
+    """Zoo architectures (random weights: compute profiles only) and registered models."""
+    t = Table("name", "version", "task", "input", "source", "description")
+    for m in _repo().list():
+        t.add_row(m.name, str(m.version), m.task, "×".join(map(str, m.input_shape)), m.source,
+                  m.description)
     console.print(t)
+
+
+@models_app.command("show")
+def models_show(name: str = typer.Argument(..., help="Model name."),
+                version: Optional[int] = typer.Option(None, help="Version (default: latest).")) -> None:
+    """Show one model and its stored profiles."""
+    from dataclasses import asdict
+
+    from vidnexus.gpu_executor.profile import Profile
+
+    spec = _repo().get(name, version)
+    for k, v in asdict(spec).items():
+        console.print(f"{k:>13}: {v}")
+    for path in sorted((_settings().data_dir / "profiles").glob(f"{name}@*.json")):
+        prof = Profile.from_dict(json.loads(path.read_text()))
+        a, b = prof.fit()
+        console.print(f"      profile: {path.stem.split('@')[1]}: batches {prof.sizes[0]}…{prof.max_batch}, "
+                      f"ℓ(b) ≈ {a * 1000:.3f}·b + {b * 1000:.3f} ms")
+
+
+@models_app.command("register")
+def models_register(
+    name: str = typer.Argument(..., help="Name to register the model under."),
+    source: str = typer.Option(..., "--from", help="zoo:ARCH, factory:pkg.module:function or torchscript:PATH"),
+    input_shape: str = typer.Option(..., "--input", help="Input shape without batch, e.g. 3x224x224"),
+    task: str = typer.Option("classify", help="classify, detect, pose or embed"),
+    version: int = typer.Option(1, min=1, help="Version number."),
+    weights: Optional[Path] = typer.Option(None, help="Local state_dict file with real weights."),
+    prefix: Optional[str] = typer.Option(None, help="Declare a shared-prefix group (prefix batching)."),
+    description: str = typer.Option("", help="Free text."),
+    overwrite: bool = typer.Option(False, help="Replace an existing name+version."),
+) -> None:
+    """Register a model: it is loaded once and run on one input to check the shape."""
+    from vidnexus.gpu_executor.repository import ModelSpec
+
+    try:
+        shape = tuple(int(d) for d in input_shape.lower().split("x"))
+    except ValueError:
+        raise VidnexusError(f"--input {input_shape!r}: expected dimensions like 3x224x224") from None
+    if weights is not None and not weights.exists():
+        raise VidnexusError(f"--weights {weights}: no such file")
+    spec = ModelSpec(name, source, shape, task, version, str(weights) if weights else None, prefix,
+                     description=description)
+    spec = _repo().register(spec, overwrite=overwrite)
+    console.print(f"registered {spec.name} v{spec.version} ({spec.memory_bytes / 2**20:.1f} MiB of parameters)")
 
 
 @models_app.command("profile")
@@ -189,7 +239,7 @@ def models_profile(
     from vidnexus.gpu_executor.profiler import profile_model, save_profile
 
     settings = _settings()
-    prof, table = profile_model(name, device=device, max_batch=max_batch, repeats=repeats,
+    prof, table = profile_model(_repo(), name, device=device, max_batch=max_batch, repeats=repeats,
                                 threads=threads or None, progress=lambda b: err_console.print(f"[dim]b={b}[/]"))
     path = save_profile(settings.data_dir / "profiles", name, device, prof)
     t = Table("batch", "mean ms", "std ms", "req/s", title=f"{name} on {device}")

@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 from vidnexus.gpu_executor.batching import BatchPolicy, PolicyName, drop_reason, make_policy
 from vidnexus.gpu_executor.profile import Profile
 
-__all__ = ["SessionSpec", "Dropped", "Dispatch", "Step", "DutyCycle", "local_targets"]
+__all__ = ["SessionSpec", "Dropped", "Part", "Dispatch", "Step", "DutyCycle", "local_targets"]
 
 
 @dataclass(frozen=True)
@@ -53,13 +53,28 @@ class Dropped:
 
 
 @dataclass(frozen=True)
+class Part:
+    """The requests of one session inside a (possibly merged) batch."""
+
+    session_id: str
+    model: str
+    request_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Dispatch:
-    """One batch to run now: the requests, in deadline order, and the expected latency."""
+    """One batch to run now: the requests, in deadline order, and the expected latency.
+
+    With prefix batching, ``group`` names the shared prefix and ``parts`` holds one entry per
+    session merged into the batch (the prefix runs once on all of them, each suffix on its part).
+    """
 
     session_id: str
     model: str
     request_ids: tuple[int, ...]
     expected_s: float
+    parts: tuple[Part, ...] = ()
+    group: str | None = None
 
     @property
     def batch(self) -> int:
@@ -117,11 +132,15 @@ class DutyCycle:
         sessions: Sequence[SessionSpec],
         profiles: Mapping[str, Profile],
         targets: Mapping[str, int] | None = None,
+        prefix_groups: Mapping[str, str] | None = None,
     ) -> None:
+        """``prefix_groups`` maps a model to the name of the prefix it shares with other models;
+        sessions of models in one group are batched together (Nexus §6.3, prefix batching)."""
         self._profiles: dict[str, Profile] = dict(profiles)
         self._queues: dict[str, _Queue] = {}
         self._order: list[str] = []
         self._cursor = 0
+        self._groups: dict[str, str] = dict(prefix_groups or {})
         for s in sessions:
             self.add_session(s)
         self.set_targets(targets or local_targets(sessions, self._profiles))
@@ -175,6 +194,27 @@ class DutyCycle:
             return len(self._queues[session_id].ids)
         return sum(len(q.ids) for q in self._queues.values())
 
+    def _decide(
+        self, sid: str, now: float, profile: Profile, dropped: list[Dropped], cap: int | None = None
+    ) -> tuple[tuple[int, ...], float]:
+        """Apply the session's policy; pop drops and the taken requests. Returns (ids, min deadline)."""
+        q = self._queues[sid]
+        target = q.target if cap is None else min(q.target, cap)
+        if target < 1 or not q.ids:
+            return (), float("inf")
+        d = q.policy.decide(q.deadlines, now, target, profile)
+        if d.drop:
+            dropped.extend(
+                Dropped(sid, rid, drop_reason(dl, now, self._profiles[q.spec.model]))
+                for dl, rid in zip(q.deadlines[: d.drop], q.ids[: d.drop])
+            )
+        take = d.take if cap is None else min(d.take, target)
+        ids = tuple(q.ids[d.drop : d.drop + take])
+        first = q.deadlines[d.drop] if take else float("inf")
+        del q.ids[: d.drop + take]
+        del q.deadlines[: d.drop + take]
+        return ids, first
+
     def schedule(self, now: float) -> Step:
         """The next batch in round-robin order, plus every drop decided on the way."""
         dropped: list[Dropped] = []
@@ -185,21 +225,41 @@ class DutyCycle:
             if not q.ids:
                 continue
             profile = self._profiles[q.spec.model]
-            d = q.policy.decide(q.deadlines, now, q.target, profile)
-            if d.drop:
-                dropped.extend(
-                    Dropped(sid, rid, drop_reason(dl, now, profile))
-                    for dl, rid in zip(q.deadlines[: d.drop], q.ids[: d.drop])
-                )
-            if d.take:
-                ids = tuple(q.ids[d.drop : d.drop + d.take])
-                del q.ids[: d.drop + d.take]
-                del q.deadlines[: d.drop + d.take]
-                self._cursor = (self._cursor + k + 1) % n
+            ids, first = self._decide(sid, now, profile, dropped)
+            if not ids:
+                continue
+            self._cursor = (self._cursor + k + 1) % n
+            group = self._groups.get(q.spec.model)
+            if group is None:
                 return Step(Dispatch(sid, q.spec.model, ids, profile.latency(len(ids))), tuple(dropped))
-            del q.ids[: d.drop]
-            del q.deadlines[: d.drop]
+            return Step(self._merge_group(group, sid, ids, first, now, profile, dropped), tuple(dropped))
         return Step(None, tuple(dropped))
+
+    def _merge_group(
+        self, group: str, lead: str, ids: tuple[int, ...], first: float, now: float, profile: Profile,
+        dropped: list[Dropped],
+    ) -> Dispatch:
+        """Add the other sessions of a prefix group to the lead's batch, as long as every request
+        already in the merged batch still meets its deadline (ℓ of the merged batch ≤ budget)."""
+        parts = [Part(lead, self._queues[lead].spec.model, ids)]
+        total, earliest = len(ids), first
+        for sid in self._order:
+            q = self._queues[sid]
+            if sid == lead or not q.ids or self._groups.get(q.spec.model) != group:
+                continue
+            room = 0
+            while room < profile.max_batch and now + profile.latency(total + room + 1) <= earliest:
+                room += 1
+            if room == 0:
+                break
+            shifted = profile.shifted(total)
+            more, first_more = self._decide(sid, now, shifted, dropped, cap=room)
+            if more:
+                parts.append(Part(sid, q.spec.model, more))
+                total += len(more)
+                earliest = min(earliest, first_more)
+        all_ids = tuple(rid for p in parts for rid in p.request_ids)
+        return Dispatch(lead, parts[0].model, all_ids, profile.latency(total), tuple(parts), group)
 
     def expire(self, now: float) -> tuple[Dropped, ...]:
         """Drop every queued request that can no longer finish even alone (reason ``deadline``)."""

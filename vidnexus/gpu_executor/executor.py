@@ -23,19 +23,25 @@ import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.gpu_executor.backend import Dispatch, DutyCycle, SessionSpec
 from vidnexus.gpu_executor.metrics import ExecutorMetrics
 from vidnexus.gpu_executor.profile import Profile
 
-__all__ = ["Executor", "InferReply", "Runner"]
+__all__ = ["Executor", "GroupRunner", "InferReply", "Runner"]
 
 logger = logging.getLogger(__name__)
 
 Runner = Callable[[Sequence[Any]], list[Any]]
 """Runs a batch: one output per input, in order (``TorchRunner`` or any callable)."""
+
+
+class GroupRunner(Protocol):
+    """Runs a prefix-batched dispatch: the shared prefix once, then each model's suffix."""
+
+    def run_parts(self, parts: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -85,12 +91,20 @@ class Executor:
         clock: Clock | None = None,
         workers: int = 2,
         metrics: ExecutorMetrics | None = None,
+        prefix_groups: Mapping[str, str] | None = None,
+        group_runners: Mapping[str, GroupRunner] | None = None,
     ) -> None:
-        missing = {s.model for s in sessions} - set(runners)
+        groups = dict(prefix_groups or {})
+        group_runners = dict(group_runners or {})
+        unrunnable = {g for g in groups.values() if g not in group_runners}
+        if unrunnable:
+            raise ValueError(f"no group runner for prefix group(s) {sorted(unrunnable)}")
+        missing = {s.model for s in sessions} - set(runners) - set(groups)
         if missing:
             raise ValueError(f"no runner for model(s) {sorted(missing)}")
-        self.core = DutyCycle(sessions, profiles, targets)
+        self.core = DutyCycle(sessions, profiles, targets, prefix_groups=groups)
         self.runners = dict(runners)
+        self.group_runners = group_runners
         self.preprocess = dict(preprocess or {})
         self.clock = clock or MonotonicClock()
         self.metrics = metrics or ExecutorMetrics()
@@ -195,7 +209,14 @@ class Executor:
             items = [self._pending[rid] for rid in dispatch.request_ids]
         t0 = self.clock.now()
         try:
-            outputs = self.runners[dispatch.model]([p.input for p in items])
+            if dispatch.group is not None:
+                by_id = dict(zip(dispatch.request_ids, items))
+                per_part = self.group_runners[dispatch.group].run_parts(
+                    [(part.model, [by_id[r].input for r in part.request_ids]) for part in dispatch.parts]
+                )
+                outputs = [o for outs in per_part for o in outs]
+            else:
+                outputs = self.runners[dispatch.model]([p.input for p in items])
             if len(outputs) != len(items):
                 raise ValueError(f"runner returned {len(outputs)} outputs for {len(items)} inputs")
         except Exception as e:
@@ -206,7 +227,11 @@ class Executor:
         seconds = self.clock.now() - t0
         with self._lock:
             self.core.observed(dispatch, seconds)
-        self.metrics.batch(dispatch.session_id, dispatch.batch, seconds)
+        for part in dispatch.parts or ():
+            if part.session_id != dispatch.session_id:
+                self.metrics.batch(part.session_id, len(part.request_ids), 0.0)
+        lead = len(dispatch.parts[0].request_ids) if dispatch.parts else dispatch.batch
+        self.metrics.batch(dispatch.session_id, lead, seconds)
         self._pool.submit(self._reply_batch, dispatch, outputs)
 
     def _reply_batch(self, dispatch: Dispatch, outputs: list[Any]) -> None:

@@ -42,29 +42,27 @@ def profile_runner(
 
 
 def profile_model(
-    name: str, device: str = "cpu", max_batch: int = 16, repeats: int = 5,
+    repo: Any, name: str, device: str = "cpu", max_batch: int = 16, repeats: int = 5,
     threads: int | None = None, progress: Callable[[int], None] | None = None,
 ) -> tuple[Profile, list[tuple[int, float, float]]]:
-    """Profile a zoo model (random weights: compute cost only)."""
+    """Profile a repository model (zoo models have random weights: compute cost only)."""
     import numpy as np
     import torch
 
     from vidnexus.gpu_executor.runner import TorchRunner
-    from vidnexus.gpu_executor.zoo import ZOO
 
-    if name not in ZOO:
-        raise ModelError(f"unknown model {name!r}; see `vidnexus models list`")
+    spec = repo.get(name)
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ModelError(f"device {device!r} requested but CUDA is not available here")
     if threads:
         torch.set_num_threads(threads)
-    entry = ZOO[name]
-    detection = entry.task in ("detect", "pose")
-    runner = TorchRunner(name, entry.factory(), device, postprocess=lambda r: None, list_input=detection)
-    shape = entry.input_shape
+    detection = spec.task in ("detect", "pose")
+    runner = TorchRunner(name, repo.load(spec, device), device, postprocess=lambda r: None, list_input=detection)
     rng = np.random.default_rng(0)
-    sizes = sorted({b for b in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256) if b <= max_batch} | {max_batch})
-    return profile_runner(runner, lambda: rng.random(shape, dtype=np.float32), sizes, repeats, progress=progress)
+    sizes = sorted({b for b in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256) if b <= max_batch}
+                   | {max_batch})
+    return profile_runner(runner, lambda: rng.random(spec.input_shape, dtype=np.float32), sizes, repeats,
+                          progress=progress)
 
 
 def save_profile(directory: Path, model: str, device: str, profile: Profile) -> Path:

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from vidnexus.clock import MonotonicClock, wall_time
 from vidnexus.config import Settings
 from vidnexus.connectors.bus import open_bus
-from vidnexus.errors import ConfigError, ModelError
+from vidnexus.errors import ConfigError
 from vidnexus.gpu_executor.backend import SessionSpec
 from vidnexus.gpu_executor.executor import Executor
 from vidnexus.gpu_executor.metrics import ExecutorMetrics
@@ -48,24 +48,21 @@ def parse_session(text: str) -> SessionArg:
     return SessionArg(model, slo_ms)
 
 
-def build_runner(model: str, device: str, weights: Path | None) -> Any:
-    """A TorchRunner for a zoo model; real weights from a local state_dict file when given."""
-    import torch
+def build_runner(settings: Settings, model: str, device: str, weights: Path | None) -> Any:
+    """A TorchRunner for a repository model; real weights from a local state_dict file when given."""
+    from dataclasses import replace
 
+    from vidnexus.gpu_executor.repository import ModelRepository
     from vidnexus.gpu_executor.runner import TorchRunner
-    from vidnexus.gpu_executor.zoo import ZOO
 
-    if model not in ZOO:
-        raise ModelError(f"unknown model {model!r}; see `vidnexus models list`")
-    module = ZOO[model].factory()
+    repo = ModelRepository(settings.data_dir / "models")
+    spec = repo.get(model)
     if weights is not None:
-        try:
-            module.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
-        except Exception as e:
-            raise ModelError(f"cannot load weights for {model} from {weights}: {e}") from None
-    detection = ZOO[model].task in ("detect", "pose")
+        spec = replace(spec, weights=str(weights))
+    module = repo.load(spec, device)
+    detection = spec.task in ("detect", "pose")
     post: Callable[[Any], Any] = (lambda r: {k: v.tolist() for k, v in r.items()}) if detection else (lambda t: t.tolist())
-    return TorchRunner(model, module, device, postprocess=post, list_input=detection)
+    return TorchRunner(model, module, device, postprocess=post, list_input=detection), spec
 
 
 def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu", policy: str = "early_drop",
@@ -75,7 +72,6 @@ def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu"
     import numpy as np
 
     from vidnexus.gpu_executor.profiler import load_profile, profile_runner, save_profile
-    from vidnexus.gpu_executor.zoo import ZOO
 
     if not sessions:
         raise ConfigError("give at least one --session MODEL:SLO_MS")
@@ -83,10 +79,10 @@ def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu"
     for s in sessions:
         if s.model in runners:
             continue
-        runners[s.model] = build_runner(s.model, device, (weights or {}).get(s.model))
+        runners[s.model], spec = build_runner(settings, s.model, device, (weights or {}).get(s.model))
         prof = load_profile(settings.data_dir / "profiles", s.model, device)
         if prof is None:
-            x = np.zeros(ZOO[s.model].input_shape, np.float32)
+            x = np.zeros(spec.input_shape, np.float32)
             prof, _ = profile_runner(runners[s.model], lambda x=x: x, [1, 2, 4, 8], repeats=2, warmup=1)
             save_profile(settings.data_dir / "profiles", s.model, device, prof)
         profiles[s.model] = prof

@@ -1,0 +1,100 @@
+"""Prefix batching: the pure merge rule in the duty cycle, and the torch side (detection, runner)."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from vidnexus.gpu_executor.backend import DutyCycle, SessionSpec
+from vidnexus.gpu_executor.executor import Executor
+from vidnexus.gpu_executor.prefix import (Headed, PrefixRunner, detect_prefix_groups, module_signature,
+                                          parameter_bytes, split_prefix)
+from vidnexus.gpu_executor.profile import Profile
+
+P = Profile.linear(0.010, 0.010, max_batch=16)  # ℓ(b) = 10b + 10 ms
+
+
+def grouped_core(targets):
+    sessions = [SessionSpec(f"s{i}", f"m{i}", 1.0) for i in range(3)]
+    return DutyCycle(sessions, {f"m{i}": P for i in range(3)}, targets,
+                     prefix_groups={"m0": "g", "m1": "g", "m2": "g"})
+
+
+def test_group_sessions_merge_into_one_dispatch():
+    c = grouped_core({"s0": 2, "s1": 2, "s2": 2})
+    for i in range(3):
+        for r in range(3):
+            c.enqueue(f"s{i}", 10 * i + r, 1.0, 0.0)
+    d = c.schedule(0.0).dispatch
+    assert d.group == "g"
+    assert [(p.session_id, p.request_ids) for p in d.parts] == [("s0", (0, 1)), ("s1", (10, 11)), ("s2", (20, 21))]
+    assert d.request_ids == (0, 1, 10, 11, 20, 21)
+    assert d.expected_s == pytest.approx(P.latency(6))
+
+
+def test_merge_never_makes_the_lead_batch_late():
+    c = grouped_core({"s0": 2, "s1": 8, "s2": 8})
+    c.enqueue("s0", 1, 0.045, 0.0)  # lead: ℓ(1) = 20 ms; room for 2 more before 45 ms (ℓ(3) = 40)
+    for r in range(8):
+        c.enqueue("s1", 100 + r, 1.0, 0.0)
+        c.enqueue("s2", 200 + r, 1.0, 0.0)
+    d = c.schedule(0.0).dispatch
+    assert d.batch == 3 and d.expected_s <= 0.045
+    assert [len(p.request_ids) for p in d.parts] == [1, 2]
+
+
+def test_models_outside_the_group_run_alone():
+    c = DutyCycle([SessionSpec("a", "m0", 1.0), SessionSpec("b", "x", 1.0)], {"m0": P, "x": P},
+                  prefix_groups={"m0": "g"})
+    c.enqueue("a", 1, 1.0, 0.0)
+    c.enqueue("b", 2, 1.0, 0.0)
+    d1, d2 = c.schedule(0.0).dispatch, c.schedule(0.0).dispatch
+    assert (d1.request_ids, d2.request_ids) == ((1,), (2,))
+    assert d2.group is None
+
+
+def variants(k, trunk=None):
+    torch.manual_seed(0)
+    trunk = trunk or nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Flatten())
+    return {f"v{i}": Headed(trunk, nn.Linear(4 * 6 * 6, 3)) for i in range(k)}
+
+
+def test_detection_by_hashing_the_trunk():
+    models = variants(3)
+    torch.manual_seed(1)
+    other = Headed(nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Flatten()), nn.Linear(144, 3))
+    groups = detect_prefix_groups({**models, "other": other, "plain": nn.ReLU()})
+    assert set(groups) == {"v0", "v1", "v2"} and len(set(groups.values())) == 1
+    assert module_signature(split_prefix(models["v0"])[0]) != module_signature(other.trunk)
+    assert detect_prefix_groups({"a": other, "b": models["v0"]}, declared={"a": "x", "b": "x"}) == {
+        "a": "prefix-x", "b": "prefix-x"}
+
+
+def test_prefix_runner_matches_the_separate_models_and_holds_one_trunk():
+    models = variants(4)
+    runner = PrefixRunner.from_models(models)
+    xs = [np.random.default_rng(i).random((1, 8, 8), dtype=np.float32) for i in range(5)]
+    outs = runner.run_parts([("v0", xs[:2]), ("v3", xs[2:])])
+    with torch.inference_mode():
+        ref0 = models["v0"](torch.from_numpy(np.stack(xs[:2])))
+        ref3 = models["v3"](torch.from_numpy(np.stack(xs[2:])))
+    assert np.allclose(outs[0], ref0.numpy(), atol=1e-5) and np.allclose(outs[1], ref3.numpy(), atol=1e-5)
+    separate = sum(parameter_bytes(m) for m in models.values())
+    assert runner.memory_bytes() < separate
+
+
+def test_executor_serves_a_prefix_group_end_to_end():
+    models = variants(3)
+    groups = detect_prefix_groups(models)
+    runner = PrefixRunner.from_models(models)
+    sessions = [SessionSpec(f"s-{m}", m, 5.0) for m in models]
+    ex = Executor(sessions, {}, {m: Profile.linear(0.0005, 0.001, 32) for m in models},
+                  prefix_groups=groups, group_runners={groups["v0"]: runner})
+    x = np.ones((1, 8, 8), np.float32)
+    with ex:
+        futs = {m: [ex.submit(f"s-{m}", x) for _ in range(10)] for m in models}
+        replies = {m: [f.result(timeout=10) for f in fs] for m, fs in futs.items()}
+    with torch.inference_mode():
+        for m, rs in replies.items():
+            ref = models[m](torch.from_numpy(x[None]))[0].numpy()
+            assert all(r.ok and np.allclose(r.output, ref, atol=1e-5) for r in rs)
