@@ -17,8 +17,22 @@ def _drop_policies(quick: bool, console: Any) -> dict[str, Any]:
     return run(quick=quick, console=console)
 
 
+def _prefix(quick: bool, console: Any) -> dict[str, Any]:
+    from vidnexus.benchmarks.prefix_bench import run
+
+    return run(quick=quick, console=console)
+
+
+def _multiplex(quick: bool, console: Any) -> dict[str, Any]:
+    from vidnexus.benchmarks.multiplex import run
+
+    return run(quick=quick, console=console)
+
+
 BENCHMARKS: dict[str, Callable[[bool, Any], dict[str, Any]]] = {
     "drop-policies": _drop_policies,
+    "prefix": _prefix,
+    "multiplex": _multiplex,
 }
 
 

@@ -39,12 +39,10 @@ def sim_goodput(policy: str, alpha_ms: float, kind: str, duration_s: float, seed
 
 
 def _real_part(quick: bool, console: Any) -> dict[str, Any]:
-    import concurrent.futures as cf
-
     import numpy as np
     import torch
 
-    from vidnexus.clock import MonotonicClock
+    from vidnexus.benchmarks.openloop import drive, good_fraction, warm_up
     from vidnexus.gpu_executor.executor import Executor
     from vidnexus.gpu_executor.profiler import profile_runner
     from vidnexus.gpu_executor.runner import TorchRunner
@@ -55,6 +53,7 @@ def _real_part(quick: bool, console: Any) -> dict[str, Any]:
     runner = TorchRunner(model_name, ZOO[model_name].factory(), postprocess=lambda r: None)
     x = np.random.default_rng(0).random((3, 224, 224), dtype=np.float32)
     sizes = [1, 2, 4, 8, 12, 16] if quick else [1, 2, 3, 4, 6, 8, 12, 16, 24]
+    warm_up(runner, x)
     prof, _ = profile_runner(runner, lambda: x, sizes, repeats=3 if quick else 5)
     slo = max(0.100, 2 * prof.latency(8))  # an SLO that admits batching on this CPU
     b_sat = prof.max_batch_within(slo / 2)
@@ -62,23 +61,14 @@ def _real_part(quick: bool, console: Any) -> dict[str, Any]:
     duration = 3.0 if quick else 8.0
     rows: list[dict[str, Any]] = []
 
-    def good_fraction(policy: str, rate: float) -> float:
-        trace = arrivals("poisson", rate, duration, "s", seed=1)
-        clock = MonotonicClock()
+    def fraction_at(policy: str, rate: float) -> float:
         ex = Executor([SessionSpec("s", model_name, slo, policy=policy)],  # type: ignore[arg-type]
-                      {model_name: runner}, {model_name: prof}, clock=clock, workers=1)
-        futs = []
+                      {model_name: runner}, {model_name: prof}, workers=1)
         with ex:
-            t0 = clock.now()
-            for a in trace:
-                wait = t0 + a.t - clock.now()
-                if wait > 0:
-                    time.sleep(wait)
-                futs.append(ex.submit("s", x))
-            replies = [fu.result(timeout=60) for fu in cf.as_completed(futs)]
-        good = sum(1 for r in replies if r.ok and r.latency_s <= slo) / max(1, len(replies))
+            res = drive(arrivals("poisson", rate, duration, "s", seed=1), lambda a: ex.submit("s", x))
+        good = good_fraction(res, slo)
         st = ex.stats()[0]
-        rows.append({"policy": policy, "rate": round(rate, 1), "requests": len(replies),
+        rows.append({"policy": policy, "rate": round(rate, 1), "requests": len(res),
                      "good_fraction": round(good, 4), "drops": st["drops"],
                      "mean_batch": round(st["mean_batch"], 2), "p99_ms": round(st["latency_p99_ms"], 1)})
         console.print(f"  real {policy:10s} {rate:6.1f} req/s: {100 * good:6.2f}% within SLO, "
@@ -86,7 +76,7 @@ def _real_part(quick: bool, console: Any) -> dict[str, Any]:
         return good
 
     lo, hi = (0.5, 2.0) if quick else (0.3, 3.0)
-    best = {p: round(goodput(lambda r, p=p: good_fraction(p, r), lo * t_sat, hi * t_sat,
+    best = {p: round(goodput(lambda r, p=p: fraction_at(p, r), lo * t_sat, hi * t_sat,
                              tol=0.05 if quick else 0.02), 1)
             for p in POLICIES}
     return {"model": model_name, "slo_ms": round(slo * 1000, 1), "profile": prof.to_dict(),

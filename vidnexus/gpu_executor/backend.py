@@ -98,30 +98,38 @@ class _Queue:
     ids: list[int] = field(default_factory=list)
 
 
-def local_targets(sessions: Sequence[SessionSpec], profiles: Mapping[str, Profile]) -> dict[str, int]:
+def local_targets(
+    sessions: Sequence[SessionSpec],
+    profiles: Mapping[str, Profile],
+    prefix_groups: Mapping[str, str] | None = None,
+) -> dict[str, int]:
     """Batch sizes for sessions sharing one device, until a global plan says otherwise.
 
-    Each session starts at its saturated batch (largest b with 2·ℓ(b) ≤ SLO, Nexus §6.1); then, while
-    some session's worst case — a full duty cycle Σℓ(b_j) plus its own batch ℓ(b_i) — exceeds its
-    SLO, the batch with the longest latency shrinks by one.
+    Each scheduling unit — a session, or all sessions of one prefix group, which run as one merged
+    batch — starts at its saturated batch (largest b with 2·ℓ(b) ≤ SLO, Nexus §6.1); then, while some
+    unit's worst case — a full duty cycle Σℓ(b_j) plus its own batch ℓ(b_i) — exceeds its SLO, the
+    unit with the longest batch shrinks by one. Members of a group all get the group's batch size
+    (the merge rule keeps the merged batch within it).
     """
-    b = {}
+    groups = prefix_groups or {}
+    units: dict[str, list[SessionSpec]] = {}
     for s in sessions:
-        p = profiles[s.model]
-        b[s.session_id] = max(1, p.max_batch_within(s.slo_s / 2))
-    by_id = {s.session_id: s for s in sessions}
+        units.setdefault(groups.get(s.model, "session:" + s.session_id), []).append(s)
+    slo = {u: min(s.slo_s for s in members) for u, members in units.items()}
+    prof = {u: profiles[members[0].model] for u, members in units.items()}
+    b = {u: max(1, prof[u].max_batch_within(slo[u] / 2)) for u in units}
 
-    def lat(sid: str) -> float:
-        return profiles[by_id[sid].model].latency(b[sid])
+    def lat(u: str) -> float:
+        return prof[u].latency(b[u])
 
     while True:
-        cycle = sum(lat(sid) for sid in b)
-        late = [sid for sid in b if cycle + lat(sid) > by_id[sid].slo_s]
-        shrinkable = [sid for sid in b if b[sid] > 1]
+        cycle = sum(lat(u) for u in b)
+        late = [u for u in b if cycle + lat(u) > slo[u]]
+        shrinkable = [u for u in b if b[u] > 1]
         if not late or not shrinkable:
-            return b
-        worst = max(shrinkable, key=lat)
-        b[worst] -= 1
+            break
+        b[max(shrinkable, key=lat)] -= 1
+    return {s.session_id: b[u] for u, members in units.items() for s in members}
 
 
 class DutyCycle:
@@ -143,7 +151,7 @@ class DutyCycle:
         self._groups: dict[str, str] = dict(prefix_groups or {})
         for s in sessions:
             self.add_session(s)
-        self.set_targets(targets or local_targets(sessions, self._profiles))
+        self.set_targets(targets or local_targets(sessions, self._profiles, self._groups))
 
     # -- plan ---------------------------------------------------------------------------------
     def add_session(self, spec: SessionSpec, target: int = 1) -> None:

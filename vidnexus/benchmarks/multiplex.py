@@ -1,0 +1,83 @@
+"""Multiplexing 1–4 models on one device: the duty-cycle round-robin of one backend vs free-running
+threads (one executor per model, running concurrently and interleaving on the CPU). Same models,
+same SLO, Poisson total rate split evenly; goodput = highest total rate with ≥ 99% within SLO."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from vidnexus.benchmarks.machine import machine_info
+from vidnexus.benchmarks.openloop import drive, good_fraction, probe_goodput, warm_up
+
+__all__ = ["run"]
+
+SHAPE = (3, 64, 64)
+
+
+def run(quick: bool, console: Any) -> dict[str, Any]:
+    import numpy as np
+    import torch
+    from rich.table import Table
+
+    from vidnexus.benchmarks.models import headed_variants, separate_copies
+    from vidnexus.gpu_executor.backend import SessionSpec
+    from vidnexus.gpu_executor.executor import Executor
+    from vidnexus.gpu_executor.profiler import profile_runner
+    from vidnexus.gpu_executor.runner import TorchRunner
+    from vidnexus.sim.loadgen import arrivals, merge
+
+    torch.set_num_threads(2)
+    t_start = time.perf_counter()
+    x = np.random.default_rng(0).random(SHAPE, dtype=np.float32)
+    base = headed_variants(1)["variant0"]
+    prof, _ = profile_runner(TorchRunner("r18", base, postprocess=lambda t: None), lambda: x,
+                             [1, 2, 4, 8, 16, 32], repeats=3)
+    slo = max(0.150, 6 * prof.latency(1))
+    t_sat = prof.throughput(max(1, prof.max_batch_within(slo / 2)))
+    ks = (2, 4) if quick else (1, 2, 3, 4)
+    duration = 3.0 if quick else 6.0
+    results = []
+    table = Table("models", "duty cycle req/s", "free threads req/s", "ratio", title=f"multiplexing (SLO {slo * 1000:.0f} ms)")
+    for k in ks:
+        models = separate_copies(headed_variants(k, seed=k))
+        runners = {m: TorchRunner(m, mod, postprocess=lambda t: None) for m, mod in models.items()}
+        for r in runners.values():
+            warm_up(r, x)
+        row: dict[str, Any] = {"models": k}
+        for mode in ("duty_cycle", "free_threads"):
+            def frac(rate: float, mode: str = mode) -> float:
+                trace = merge(*[arrivals("poisson", rate / k, duration, f"s-{m}", seed=i)
+                                for i, m in enumerate(models)])
+                if mode == "duty_cycle":
+                    exs = {"all": Executor([SessionSpec(f"s-{m}", m, slo) for m in models], runners,
+                                           {m: prof for m in models}, workers=1)}
+                    route = {f"s-{m}": exs["all"] for m in models}
+                else:
+                    exs = {m: Executor([SessionSpec(f"s-{m}", m, slo)], {m: runners[m]}, {m: prof}, workers=1)
+                           for m in models}
+                    route = {f"s-{m}": exs[m] for m in models}
+                for e in exs.values():
+                    e.start()
+                try:
+                    res = drive(trace, lambda a: route[a.session_id].submit(a.session_id, x))
+                finally:
+                    for e in exs.values():
+                        e.stop()
+                return good_fraction(res, slo)
+
+            g = probe_goodput(frac, 0.05 * t_sat, 1.5 * t_sat, tol=0.08 if quick else 0.03)
+            row[f"goodput_{mode}"] = round(g, 1)
+            console.print(f"  {k} models, {mode:12s}: goodput {g:.0f} req/s")
+        row["ratio"] = round(row["goodput_duty_cycle"] / row["goodput_free_threads"], 3) if row["goodput_free_threads"] else None
+        results.append(row)
+        table.add_row(str(k), f"{row['goodput_duty_cycle']:.0f}", f"{row['goodput_free_threads']:.0f}", str(row["ratio"]))
+    console.print(table)
+    ratios = [r["ratio"] for r in results if r["ratio"]]
+    summary = {"duty_cycle_over_threads_min": min(ratios), "duty_cycle_over_threads_max": max(ratios)}
+    console.print(f"summary: {summary}  ({time.perf_counter() - t_start:.0f} s)")
+    return {"name": "multiplex", "machine": machine_info(),
+            "config": {"quick": quick, "model": "resnet18 (64x64 input), separate weights per model",
+                       "slo_ms": round(slo * 1000, 1), "probe_seconds": duration, "ks": list(ks), "torch_threads": 2,
+                       "profile": prof.to_dict()},
+            "results": results, "summary": summary}

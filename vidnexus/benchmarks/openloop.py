@@ -1,0 +1,56 @@
+"""Open-loop load against a real serving system: submit at the trace's times, never wait for replies.
+
+The submit callable returns a future of something with ``ok`` and ``latency_s`` (executor replies,
+wire replies, or a peer's adapter).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+from vidnexus.clock import MonotonicClock
+from vidnexus.sim.loadgen import Arrival
+
+__all__ = ["drive", "good_fraction", "probe_goodput", "warm_up"]
+
+
+def drive(trace: Sequence[Arrival], submit: Callable[[Arrival], "cf.Future[Any]"],
+          timeout_s: float = 120.0) -> list[tuple[Arrival, Any]]:
+    """Submit every arrival at its time (relative to now); return (arrival, reply) pairs."""
+    clock = MonotonicClock()
+    futs: list[tuple[Arrival, cf.Future[Any]]] = []
+    t0 = clock.now()
+    for a in trace:
+        wait = t0 + a.t - clock.now()
+        if wait > 0:
+            time.sleep(wait)
+        futs.append((a, submit(a)))
+    return [(a, f.result(timeout=timeout_s)) for a, f in futs]
+
+
+def good_fraction(results: Sequence[tuple[Arrival, Any]], slo_s: Mapping[str, float] | float) -> float:
+    """Share of requests answered ok within their session's SLO (drops and errors are misses)."""
+    if not results:
+        return 1.0
+
+    def slo(a: Arrival) -> float:
+        return slo_s if isinstance(slo_s, (int, float)) else slo_s[a.session_id]
+
+    good = sum(1 for a, r in results if r.ok and r.latency_s <= slo(a))
+    return good / len(results)
+
+
+def probe_goodput(fraction_at: Callable[[float], float], lo: float, hi: float, tol: float) -> float:
+    """Bisection over the rate (see vidnexus.sim.simulator.goodput)."""
+    from vidnexus.sim.simulator import goodput
+
+    return goodput(fraction_at, lo, hi, tol=tol)
+
+
+def warm_up(run: Callable[[list[Any]], Any], x: Any, sizes: Sequence[int] = (1, 4, 16)) -> None:
+    """Run a batch runner a few times first: the first calls of a fresh model allocate and are slow,
+    and a benchmark should not charge that to the first requests."""
+    for b in sizes:
+        run([x] * b)

@@ -1,0 +1,101 @@
+"""Prefix batching: k variants of ResNet-18 (64×64 input) that differ only in the last layer, each its
+own session at one SLO. Goodput (Poisson total rate split evenly) and parameter memory with prefix
+batching (one trunk, merged batches) vs without (k full models in the same duty cycle)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from vidnexus.benchmarks.machine import machine_info
+from vidnexus.benchmarks.openloop import drive, good_fraction, probe_goodput, warm_up
+
+__all__ = ["run"]
+
+SHAPE = (3, 64, 64)
+
+
+def _system(k: int, prefix: bool, prof: Any, slo: float) -> Any:
+    from vidnexus.benchmarks.models import headed_variants, separate_copies
+    from vidnexus.gpu_executor.backend import SessionSpec
+    from vidnexus.gpu_executor.executor import Executor
+    from vidnexus.gpu_executor.prefix import PrefixRunner, detect_prefix_groups, parameter_bytes
+    from vidnexus.gpu_executor.runner import TorchRunner
+
+    models = headed_variants(k)
+    sessions = [SessionSpec(f"s-{m}", m, slo) for m in models]
+    profiles = {m: prof for m in models}
+    import numpy as np
+
+    x = np.zeros(SHAPE, np.float32)
+    if prefix:
+        groups = detect_prefix_groups(models) if k > 1 else {}
+        runner = PrefixRunner.from_models(models, postprocess=lambda t: None)
+        warm_up(lambda xs: runner.run_parts([(m, xs) for m in models]), x)
+        if groups:
+            ex = Executor(sessions, {}, profiles, prefix_groups=groups,
+                          group_runners={next(iter(groups.values())): runner}, workers=1)
+        else:
+            ex = Executor(sessions, {m: runner.runner_for(m) for m in models}, profiles, workers=1)
+        mem = runner.memory_bytes()
+    else:
+        copies = separate_copies(models)
+        runners = {m: TorchRunner(m, mod, postprocess=lambda t: None) for m, mod in copies.items()}
+        for r in runners.values():
+            warm_up(r, x)
+        ex = Executor(sessions, runners, profiles, workers=1)
+        mem = sum(parameter_bytes(m) for m in copies.values())
+    return ex, list(models), mem
+
+
+def run(quick: bool, console: Any) -> dict[str, Any]:
+    import numpy as np
+    import torch
+    from rich.table import Table
+
+    from vidnexus.benchmarks.models import headed_variants
+    from vidnexus.gpu_executor.profiler import profile_runner
+    from vidnexus.gpu_executor.runner import TorchRunner
+    from vidnexus.sim.loadgen import arrivals, merge
+
+    torch.set_num_threads(2)
+    t_start = time.perf_counter()
+    x = np.random.default_rng(0).random(SHAPE, dtype=np.float32)
+    one = headed_variants(1)["variant0"]
+    prof, _ = profile_runner(TorchRunner("r18", one, postprocess=lambda t: None), lambda: x,
+                             [1, 2, 4, 8, 16, 32], repeats=3)
+    slo = max(0.100, 4 * prof.latency(1))
+    ks = (1, 8) if quick else (1, 2, 4, 8, 16)
+    duration = 3.0 if quick else 6.0
+    t_sat = prof.throughput(max(1, prof.max_batch_within(slo / 2)))
+    results = []
+    table = Table("k", "prefix batching", "goodput req/s", "param MiB", title=f"prefix batching (SLO {slo * 1000:.0f} ms)")
+    for k in ks:
+        row: dict[str, Any] = {"k": k}
+        for prefix in (True, False):
+            def frac(rate: float, prefix: bool = prefix) -> float:
+                ex, names, _ = _system(k, prefix, prof, slo)
+                trace = merge(*[arrivals("poisson", rate / k, duration, f"s-{n}", seed=i) for i, n in enumerate(names)])
+                with ex:
+                    res = drive(trace, lambda a: ex.submit(a.session_id, x))
+                return good_fraction(res, slo)
+
+            _, _, mem = _system(k, prefix, prof, slo)
+            g = probe_goodput(frac, 0.05 * t_sat, 1.5 * t_sat, tol=0.08 if quick else 0.03)
+            key = "pb" if prefix else "no_pb"
+            row[f"goodput_{key}"] = round(g, 1)
+            row[f"param_mib_{key}"] = round(mem / 2**20, 2)
+            table.add_row(str(k), "yes" if prefix else "no", f"{g:.0f}", f"{mem / 2**20:.1f}")
+            console.print(f"  k={k} prefix={'yes' if prefix else 'no '}: goodput {g:.0f} req/s, {mem / 2**20:.1f} MiB")
+        row["goodput_ratio"] = round(row["goodput_pb"] / row["goodput_no_pb"], 3) if row["goodput_no_pb"] else None
+        row["memory_ratio"] = round(row["param_mib_no_pb"] / row["param_mib_pb"], 3)
+        results.append(row)
+    console.print(table)
+    k8 = next(r for r in results if r["k"] == 8)
+    summary = {"goodput_ratio_k8": k8["goodput_ratio"], "memory_ratio_k8": k8["memory_ratio"]}
+    console.print(f"summary: {summary}  ({time.perf_counter() - t_start:.0f} s)")
+    return {"name": "prefix", "machine": machine_info(),
+            "config": {"quick": quick, "model": "resnet18 trunk + Linear(512,10) heads", "input": list(SHAPE),
+                       "slo_ms": round(slo * 1000, 1), "probe_seconds": duration, "ks": list(ks),
+                       "torch_threads": 2, "profile": prof.to_dict()},
+            "results": results, "summary": summary}
