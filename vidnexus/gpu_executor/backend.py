@@ -251,12 +251,13 @@ class DutyCycle:
         already in the merged batch still meets its deadline (ℓ of the merged batch ≤ budget)."""
         parts = [Part(lead, self._queues[lead].spec.model, ids)]
         total, earliest = len(ids), first
+        limit = self._queues[lead].target  # the group's planned merged batch size
         for sid in self._order:
             q = self._queues[sid]
             if sid == lead or not q.ids or self._groups.get(q.spec.model) != group:
                 continue
             room = 0
-            while room < profile.max_batch and now + profile.latency(total + room + 1) <= earliest:
+            while total + room < limit and now + profile.latency(total + room + 1) <= earliest:
                 room += 1
             if room == 0:
                 break

@@ -20,7 +20,7 @@ from typing import Mapping, Sequence
 
 from vidnexus.gpu_executor.profile import Profile
 
-__all__ = ["SessionLoad", "Allocation", "Node", "Plan", "plan", "saturate", "residue", "merge_nodes",
+__all__ = ["SessionLoad", "Allocation", "Node", "Plan", "plan", "saturate", "residue", "merge_nodes", "one_more_saturated",
            "lower_bound"]
 
 EPS = 1e-9
@@ -112,7 +112,12 @@ def saturate(s: SessionLoad, p: Profile) -> tuple[int, float]:
 
 
 def residue(s: SessionLoad, rate: float, p: Profile) -> Node | None:
-    """The residual node of ``rate`` req/s: largest b with ℓ(b) + b/r ≤ SLO and ℓ(b) ≤ b/r."""
+    """The residual node of ``rate`` req/s: the largest b with ℓ(b) + b/r ≤ SLO, duty cycle d = b/r.
+
+    A rate so low that even one request takes longer than the SLO to arrive (ℓ(1) + 1/r > SLO) runs
+    at b = 1 on the longest duty cycle the SLO allows, d = SLO − ℓ(1), which serves 1/d ≥ r.
+    None when no batch fits (ℓ(1) > SLO/2 at this rate, or the device could not keep up).
+    """
     best = 0
     for b in range(1, p.max_batch + 1):
         d = b / rate
@@ -120,10 +125,24 @@ def residue(s: SessionLoad, rate: float, p: Profile) -> Node | None:
             best = b
         elif p.latency(b) + d > s.slo_s + EPS:
             break
-    if best == 0:
-        return None
-    d = best / rate
+    if best:
+        d = best / rate
+    else:
+        d = s.slo_s - p.latency(1)
+        if d < p.latency(1) - EPS or 1 / d < rate:
+            return None
+        best = 1
     return Node(d, (Allocation(s.session_id, s.model, best, rate, p.latency(best), s.slo_s, s.memory_bytes),))
+
+
+def one_more_saturated(s: SessionLoad, rest: float, p: Profile) -> Node | None:
+    """A residual just under the saturated throughput may fit no shared duty cycle but still fits a
+    whole device running batch B back to back (worst case 2ℓ(B) ≤ SLO)."""
+    b, t = saturate(s, p)
+    if not b or rest > t + 1e-9:
+        return None
+    return Node(p.latency(b), (Allocation(s.session_id, s.model, b, rest, p.latency(b), s.slo_s, s.memory_bytes),),
+                saturated=True)
 
 
 def merge_nodes(n1: Node, n2: Node, profiles: Mapping[str, Profile], memory_capacity: float = math.inf) -> Node | None:
@@ -178,7 +197,7 @@ def plan(
             rest = s.rate - whole * t_sat
         if rest <= 1e-9:
             continue
-        node = residue(s, rest, p)
+        node = residue(s, rest, p) or one_more_saturated(s, rest, p)
         if node is None:
             infeasible.append((s.session_id, f"no batch size of {s.model} meets the {s.slo_s * 1000:.0f} ms SLO "
                                              f"at {rest:.1f} req/s (ℓ(1) = {p.latency(1) * 1000:.1f} ms)"))

@@ -21,9 +21,9 @@ def grouped_core(targets):
 
 
 def test_group_sessions_merge_into_one_dispatch():
-    c = grouped_core({"s0": 2, "s1": 2, "s2": 2})
+    c = grouped_core({"s0": 6, "s1": 6, "s2": 6})  # the group's merged batch: 6
     for i in range(3):
-        for r in range(3):
+        for r in range(2):
             c.enqueue(f"s{i}", 10 * i + r, 1.0, 0.0)
     d = c.schedule(0.0).dispatch
     assert d.group == "g"
@@ -33,7 +33,7 @@ def test_group_sessions_merge_into_one_dispatch():
 
 
 def test_merge_never_makes_the_lead_batch_late():
-    c = grouped_core({"s0": 2, "s1": 8, "s2": 8})
+    c = grouped_core({"s0": 8, "s1": 8, "s2": 8})
     c.enqueue("s0", 1, 0.045, 0.0)  # lead: ℓ(1) = 20 ms; room for 2 more before 45 ms (ℓ(3) = 40)
     for r in range(8):
         c.enqueue("s1", 100 + r, 1.0, 0.0)
@@ -41,6 +41,15 @@ def test_merge_never_makes_the_lead_batch_late():
     d = c.schedule(0.0).dispatch
     assert d.batch == 3 and d.expected_s <= 0.045
     assert [len(p.request_ids) for p in d.parts] == [1, 2]
+
+
+def test_merged_batch_stays_within_the_group_target():
+    c = grouped_core({"s0": 4, "s1": 4, "s2": 4})
+    for i in range(3):
+        for r in range(4):
+            c.enqueue(f"s{i}", 10 * i + r, 1.0, 0.0)
+    d = c.schedule(0.0).dispatch
+    assert d.batch == 4 and [p.session_id for p in d.parts] == ["s0"]
 
 
 def test_models_outside_the_group_run_alone():
