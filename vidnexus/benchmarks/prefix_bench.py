@@ -5,7 +5,7 @@ batching (one trunk, merged batches) vs without (k full models in the same duty 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 from vidnexus.benchmarks.machine import machine_info
 from vidnexus.benchmarks.openloop import drive, good_fraction, probe_goodput, warm_up
@@ -15,7 +15,10 @@ __all__ = ["run"]
 SHAPE = (3, 64, 64)
 
 
-def _system(k: int, prefix: bool, prof: Any, slo: float) -> Any:
+def _system(k: int, prefix: bool, prof: Any, slo: float) -> tuple[Callable[[], Any], list[str], int]:
+    """Build the models and runners once; return a factory of fresh executors over them."""
+    import numpy as np
+
     from vidnexus.benchmarks.models import headed_variants, separate_copies
     from vidnexus.gpu_executor.backend import SessionSpec
     from vidnexus.gpu_executor.executor import Executor
@@ -25,27 +28,24 @@ def _system(k: int, prefix: bool, prof: Any, slo: float) -> Any:
     models = headed_variants(k)
     sessions = [SessionSpec(f"s-{m}", m, slo) for m in models]
     profiles = {m: prof for m in models}
-    import numpy as np
-
     x = np.zeros(SHAPE, np.float32)
     if prefix:
         groups = detect_prefix_groups(models) if k > 1 else {}
         runner = PrefixRunner.from_models(models, postprocess=lambda t: None)
         warm_up(lambda xs: runner.run_parts([(m, xs) for m in models]), x)
-        if groups:
-            ex = Executor(sessions, {}, profiles, prefix_groups=groups,
-                          group_runners={next(iter(groups.values())): runner}, workers=1)
-        else:
-            ex = Executor(sessions, {m: runner.runner_for(m) for m in models}, profiles, workers=1)
         mem = runner.memory_bytes()
+        if groups:
+            gid = next(iter(groups.values()))
+            return (lambda: Executor(sessions, {}, profiles, prefix_groups=groups,
+                                     group_runners={gid: runner}, workers=1)), list(models), mem
+        runners = {m: runner.runner_for(m) for m in models}
     else:
         copies = separate_copies(models)
         runners = {m: TorchRunner(m, mod, postprocess=lambda t: None) for m, mod in copies.items()}
         for r in runners.values():
             warm_up(r, x)
-        ex = Executor(sessions, runners, profiles, workers=1)
         mem = sum(parameter_bytes(m) for m in copies.values())
-    return ex, list(models), mem
+    return (lambda: Executor(sessions, runners, profiles, workers=1)), list(models), mem
 
 
 def run(quick: bool, console: Any) -> dict[str, Any]:
@@ -73,14 +73,14 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     for k in ks:
         row: dict[str, Any] = {"k": k}
         for prefix in (True, False):
-            def frac(rate: float, prefix: bool = prefix) -> float:
-                ex, names, _ = _system(k, prefix, prof, slo)
+            make, names, mem = _system(k, prefix, prof, slo)
+
+            def frac(rate: float, make: Callable[[], Any] = make, names: list[str] = names) -> float:
                 trace = merge(*[arrivals("poisson", rate / k, duration, f"s-{n}", seed=i) for i, n in enumerate(names)])
-                with ex:
+                with make() as ex:
                     res = drive(trace, lambda a: ex.submit(a.session_id, x))
                 return good_fraction(res, slo)
 
-            _, _, mem = _system(k, prefix, prof, slo)
             g = probe_goodput(frac, 0.05 * t_sat, 1.5 * t_sat, tol=0.08 if quick else 0.03)
             key = "pb" if prefix else "no_pb"
             row[f"goodput_{key}"] = round(g, 1)

@@ -82,3 +82,32 @@ def test_random_workloads_give_valid_plans_above_the_lower_bound(seed):
         if s.session_id in placed:
             assert p.rate_of(s.session_id) >= s.rate - 1e-6
     assert p.devices >= math.floor(lower_bound([s for s in sessions if s.session_id in placed], profiles) - 1e-9)
+
+
+# -- baselines ---------------------------------------------------------------------------------
+from vidnexus.gpu_executor.baselines import batch_oblivious, exact_plan  # noqa: E402
+
+
+def test_exact_matches_squishy_on_table2_and_oblivious_needs_more():
+    sessions = [load("A", 64), load("B", 32), load("C", 32)]
+    assert exact_plan(sessions, PROFILES).devices == 2
+    assert exact_plan(sessions, PROFILES).check() == []
+    assert batch_oblivious(sessions, PROFILES).devices == 3
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_exact_is_a_lower_bound_for_squishy_on_small_instances(seed):
+    rng = random.Random(100 + seed)
+    profiles, sessions = {}, []
+    for i in range(rng.randint(2, 7)):
+        m = f"m{i}"
+        profiles[m] = Profile.linear(rng.uniform(0.0005, 0.01), rng.uniform(0.002, 0.05), 64)
+        sessions.append(SessionLoad(f"s{i}", m, rng.uniform(0.05, 0.4), rng.uniform(1, 400)))
+    ex, sq, ob = exact_plan(sessions, profiles), plan(sessions, profiles), batch_oblivious(sessions, profiles)
+    assert ex.check() == [] and ob.check() == []
+    assert ex.devices <= sq.devices <= ob.devices
+    bad = {sid for sid, _ in ex.infeasible}
+    assert bad == {sid for sid, _ in sq.infeasible}
+    for s in sessions:
+        if s.session_id not in bad:
+            assert ex.rate_of(s.session_id) >= s.rate - 1e-6
