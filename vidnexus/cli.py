@@ -253,7 +253,7 @@ def models_profile(
 # -- bench -------------------------------------------------------------------------------------
 @app.command()
 def bench(
-    name: str = typer.Argument(..., help="Benchmark: drop-policies, prefix or multiplex"),
+    name: str = typer.Argument(..., help="Benchmark: drop-policies, prefix, multiplex, scheduler or latency-split"),
     quick: bool = typer.Option(False, help="A reduced run that finishes in about a minute."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON result here."),
 ) -> None:

@@ -29,7 +29,21 @@ def _multiplex(quick: bool, console: Any) -> dict[str, Any]:
     return run(quick=quick, console=console)
 
 
+def _scheduler(quick: bool, console: Any) -> dict[str, Any]:
+    from vidnexus.benchmarks.scheduler_bench import run
+
+    return run(quick=quick, console=console)
+
+
+def _latency_split(quick: bool, console: Any) -> dict[str, Any]:
+    from vidnexus.benchmarks.latency_split_bench import run
+
+    return run(quick=quick, console=console)
+
+
 BENCHMARKS: dict[str, Callable[[bool, Any], dict[str, Any]]] = {
+    "latency-split": _latency_split,
+    "scheduler": _scheduler,
     "drop-policies": _drop_policies,
     "prefix": _prefix,
     "multiplex": _multiplex,

@@ -1,0 +1,42 @@
+"""Every benchmark runs end to end with --quick and writes the documented JSON shape.
+
+These check that the benchmarks work, not what they measure (figures live in docs/benchmarks.md)."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from vidnexus.benchmarks import BENCHMARKS
+
+SUMMARY_KEYS = {
+    "drop-policies": {"early_over_lazy_poisson_min", "early_over_lazy_poisson_max"},
+    "prefix": {"goodput_ratio_k8", "memory_ratio_k8"},
+    "multiplex": {"duty_cycle_over_threads_min", "duty_cycle_over_threads_max"},
+    "scheduler": {"mean_devices_over_lower_bound", "mean_devices_over_optimal_small", "oblivious_over_squishy",
+                  "plan_ms_1000_sessions"},
+    "latency-split": {"min_gain", "max_gain"},
+}
+
+
+def test_every_benchmark_is_covered():
+    assert set(BENCHMARKS) == set(SUMMARY_KEYS)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", sorted(SUMMARY_KEYS))
+def test_quick_run_writes_the_json(name, tmp_path):
+    out = tmp_path / f"{name}.json"
+    p = subprocess.run([sys.executable, "-m", "vidnexus", "bench", name, "--quick", "--json", str(out)],
+                       capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert {"name", "machine", "config", "results", "summary"} <= set(doc)
+    assert doc["name"] == name and doc["config"]["quick"] is True
+    assert doc["machine"]["cores"] >= 1 and "command" in doc["machine"]
+    assert SUMMARY_KEYS[name] <= set(doc["summary"])
+    for k in SUMMARY_KEYS[name]:
+        v = doc["summary"][k]
+        assert isinstance(v, (int, float)) and math.isfinite(v) and v > 0, (k, v)

@@ -1,0 +1,40 @@
+"""Profiles of real models measured on this machine, shared by the control-plane benchmarks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vidnexus.gpu_executor.profile import Profile
+
+__all__ = ["measured_profiles"]
+
+
+def measured_profiles(quick: bool, console: Any = None) -> dict[str, Profile]:
+    """ℓ(b) of a few real architectures (random weights: compute cost only) on this CPU."""
+    import numpy as np
+    import torch
+
+    from vidnexus.benchmarks.models import headed_variants
+    from vidnexus.benchmarks.openloop import warm_up
+    from vidnexus.gpu_executor.profiler import profile_runner
+    from vidnexus.gpu_executor.runner import TorchRunner
+    from vidnexus.gpu_executor.zoo import ZOO
+
+    torch.set_num_threads(2)
+    specs: dict[str, tuple[Any, tuple[int, ...], bool]] = {
+        "lenet5": (ZOO["lenet5"].factory(), (1, 28, 28), False),
+        "resnet18_64px": (headed_variants(1)["variant0"], (3, 64, 64), False),
+        "mobilenet_v3_small": (ZOO["mobilenet_v3_small"].factory(), (3, 224, 224), False),
+        "ssdlite": (ZOO["ssdlite"].factory(), (3, 320, 320), True),
+    }
+    sizes = [1, 2, 4, 8, 16] if quick else [1, 2, 4, 8, 12, 16, 24, 32]
+    out = {}
+    for name, (module, shape, detection) in specs.items():
+        if console:
+            console.print(f"  profiling {name} {shape} …")
+        runner = TorchRunner(name, module, postprocess=lambda r: None, list_input=detection)
+        x = np.random.default_rng(0).random(shape, dtype=np.float32)
+        warm_up(runner, x, (1, 2))
+        sz = [b for b in sizes if not detection or b <= 8]
+        out[name], _ = profile_runner(runner, lambda x=x: x, sz, repeats=2 if quick else 3, warmup=1)
+    return out
