@@ -208,6 +208,10 @@ def plan(
     for r in residuals:
         best_i, best = -1, None
         for i, n in enumerate(placed):
+            # Shrinking a batch never lowers its occupancy while ℓ(b)/b does not grow as b shrinks,
+            # so a merge whose occupancies already sum past 1 cannot fit: skip it cheaply.
+            if n.occupancy + r.occupancy > 1 + 1e-6:
+                continue
             m = merge_nodes(n, r, profiles, memory_capacity)
             if m is not None and (best is None or m.occupancy > best.occupancy):
                 best_i, best = i, m
