@@ -56,6 +56,7 @@ def test_two_models_replies_routed_to_the_right_callers(executor_proc):
         assert r.session_id == sess
         assert r.ok, r.reason
         assert len(r.output) == (10 if sess.startswith("lenet5") else 1000)
+        assert r.latency_s >= r.executor_latency_s > 0  # the caller's view includes the Kafka hops
     assert len({r.request_id for _, _, r in replies}) == len(sent)
     a.close(), b.close()
     bus.close()

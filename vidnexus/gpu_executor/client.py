@@ -1,15 +1,19 @@
-"""Calling executor sessions over the Bus: one future per request, replies matched by request id."""
+"""Calling executor sessions over the Bus: one future per request, replies matched by request id.
+
+A reply's ``latency_s`` is what the caller saw, from submit to reply, bus hops included; the
+executor's own figure is in ``executor_latency_s``."""
 
 from __future__ import annotations
 
 import threading
 import uuid
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from vidnexus.clock import wall_time
+from vidnexus.clock import MonotonicClock, wall_time
 from vidnexus.config import Settings
 from vidnexus.connectors.bus import Bus
 from vidnexus.errors import CodecError
@@ -24,9 +28,10 @@ class ExecutorClient:
 
     def __init__(self, bus: Bus, settings: Settings, name: str | None = None) -> None:
         self.bus, self.settings = bus, settings
+        self._clock = MonotonicClock()
         self.reply_topic = settings.topic(f"replies.{name or uuid.uuid4().hex[:12]}")
         bus.create_topic(self.reply_topic, 1)
-        self._futures: dict[str, Future[WireReply]] = {}
+        self._futures: dict[str, tuple[Future[WireReply], float]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._consumer = bus.subscribe([self.reply_topic], group=None, from_beginning=True)
@@ -38,7 +43,7 @@ class ExecutorClient:
         rid = uuid.uuid4().hex
         fut: Future[WireReply] = Future()
         with self._lock:
-            self._futures[rid] = fut
+            self._futures[rid] = (fut, self._clock.now())
         dl = deadline_wall if deadline_wall is not None else wall_time() + (slo_s or 1.0)
         req = InferRequest(rid, session_id, dl, self.reply_topic, x, **meta)
         self.bus.publish(request_topic(self.settings, session_id), rid.encode(), encode_request(req))
@@ -55,9 +60,11 @@ class ExecutorClient:
                 except CodecError:
                     continue
                 with self._lock:
-                    fut = self._futures.pop(rep.request_id, None)
-                if fut is not None:
-                    fut.set_result(rep)
+                    entry = self._futures.pop(rep.request_id, None)
+                if entry is not None:
+                    fut, sent = entry
+                    fut.set_result(replace(rep, executor_latency_s=rep.latency_s,
+                                           latency_s=self._clock.now() - sent))
 
     def close(self) -> None:
         self._stop.set()

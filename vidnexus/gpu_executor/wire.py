@@ -46,6 +46,7 @@ class WireReply:
     reason: str | None = None
     latency_s: float = 0.0
     batch: int = 0
+    executor_latency_s: float = 0.0
 
 
 def _arr(a: np.ndarray) -> list[Any]:

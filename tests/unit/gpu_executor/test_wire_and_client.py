@@ -1,0 +1,60 @@
+"""Request/reply codec and the bus client, over the in-memory bus with a real executor service."""
+
+import threading
+
+import msgpack
+import numpy as np
+import pytest
+
+from vidnexus.config import Settings
+from vidnexus.connectors.memory_bus import MemoryBus
+from vidnexus.errors import CodecError
+from vidnexus.gpu_executor.backend import SessionSpec
+from vidnexus.gpu_executor.client import ExecutorClient
+from vidnexus.gpu_executor.executor import Executor
+from vidnexus.gpu_executor.profile import Profile
+from vidnexus.gpu_executor.service import ExecutorService, request_topic
+from vidnexus.gpu_executor.wire import (InferRequest, WireReply, decode_reply, decode_request, encode_reply,
+                                        encode_request)
+
+
+def test_codecs_round_trip():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    r = decode_request(encode_request(InferRequest("a", "s", 12.5, "t", x, "app", "cam", 3)))
+    assert (r.request_id, r.session_id, r.deadline_wall, r.reply_to, r.app, r.stream, r.frame_no) == (
+        "a", "s", 12.5, "t", "app", "cam", 3)
+    assert np.array_equal(r.input, x)
+    rep = decode_reply(encode_reply(WireReply("a", "s", False, None, "early_drop", 0.1, 4)))
+    assert (rep.ok, rep.reason, rep.batch) == (False, "early_drop", 4)
+
+
+@pytest.mark.parametrize("raw, match", [(b"\x00zz", "malformed"), (msgpack.packb([7, "req"]), "version 7"),
+                                        (msgpack.packb([1, "rep", 1]), "kind")])
+def test_bad_requests(raw, match):
+    with pytest.raises(CodecError, match=match):
+        decode_request(raw)
+
+
+def test_client_and_service_over_the_memory_bus():
+    settings = Settings(bus="memory", topic_prefix="t")
+    bus = MemoryBus()
+    ex = Executor([SessionSpec("sum", "m", 5.0)], {"m": lambda xs: [float(x.sum()) for x in xs]},
+                  {"m": Profile.linear(0.0001, 0.0005, 32)}).start()
+    svc = ExecutorService(ex, bus, settings)
+    t = threading.Thread(target=svc.run, daemon=True)
+    t.start()
+    client = ExecutorClient(bus, settings, "c")
+    futs = [client.submit("sum", np.full((2,), i, np.float32), slo_s=5.0) for i in range(20)]
+    bus.publish(request_topic(settings, "sum"), b"x", b"garbage")
+    replies = [f.result(timeout=10) for f in futs]
+    assert [r.output for r in replies] == [2.0 * i for i in range(20)]
+    assert all(r.latency_s >= r.executor_latency_s for r in replies)
+    late = client.submit("sum", np.zeros(2, np.float32), deadline_wall=0.0).result(timeout=10)
+    assert not late.ok and late.reason == "deadline"
+    svc.stop()
+    t.join(timeout=10)
+    client.close()
+    ex.stop()
+    assert svc.dead == 1
+    dlq = bus.subscribe([settings.topic("dead-letter")], group=None)
+    assert dlq.poll(timeout_s=1.0)[0].value == b"garbage"
