@@ -29,8 +29,10 @@ app = typer.Typer(
 services_app = typer.Typer(help="Local Kafka broker and ClickHouse server for development and CI.",
                            no_args_is_help=True)
 models_app = typer.Typer(help="The model repository: list, show, profile.", no_args_is_help=True)
+streams_app = typer.Typer(help="Camera streams: add, list, show, pause, resume, remove.", no_args_is_help=True)
 app.add_typer(services_app, name="services")
 app.add_typer(models_app, name="models")
+app.add_typer(streams_app, name="streams")
 
 
 def _settings(**overrides: Any) -> Settings:
@@ -248,6 +250,138 @@ def models_profile(
     console.print(t)
     a, bta = prof.fit()
     console.print(f"fit: ℓ(b) = {a * 1000:.3f}·b + {bta * 1000:.3f} ms   saved to {path}")
+
+
+# -- streams -----------------------------------------------------------------------------------
+def _registry() -> Any:
+    from vidnexus.connectors.store import open_store
+    from vidnexus.streams.registry import StreamRegistry
+
+    return StreamRegistry(open_store(_settings()))
+
+
+@streams_app.command("add")
+def streams_add(
+    name: str = typer.Argument(..., help="Stream name (letters, digits, '-', '_', '.')."),
+    url: str = typer.Argument(..., help="File path, rtsp://, http(s):// (incl. HLS) or synthetic://hud?…"),
+    fps: Optional[float] = typer.Option(None, help="Sample this many frames per second of video."),
+    every_n: Optional[int] = typer.Option(None, help="Sample every n-th frame instead."),
+    keyframes: bool = typer.Option(False, help="Decode and sample keyframes only."),
+    app_: list[str] = typer.Option([], "--app", help="App this stream feeds (repeatable)."),
+    tag: list[str] = typer.Option([], help="k=v tag (repeatable)."),
+    quality: int = typer.Option(85, min=1, max=100, help="JPEG quality of published frames."),
+    max_side: Optional[int] = typer.Option(None, min=16, help="Downscale so the longer side is at most this."),
+    no_probe: bool = typer.Option(False, help="Skip the reachability/probe check."),
+    timeout: float = typer.Option(10.0, help="Probe timeout (s)."),
+) -> None:
+    """Register a stream: the URL is probed (codec, resolution, frame rate) before it is accepted."""
+    from vidnexus.streams.ingest import StreamSpec
+
+    tags = {}
+    for t in tag:
+        k, sep, v = t.partition("=")
+        if not sep or not k:
+            raise VidnexusError(f"--tag {t!r}: expected k=v")
+        tags[k] = v
+    if fps is None and every_n is None and not keyframes:
+        fps = 1.0
+    spec = StreamSpec(name, url, fps=fps, every_n=every_n, keyframes_only=keyframes, apps=tuple(app_), tags=tags,
+                      jpeg_quality=quality, max_side=max_side)
+    r = _registry().add(spec, check=not no_probe, timeout_s=timeout)
+    p = r.probe
+    extra = f" ({p['codec']} {p['width']}x{p['height']} @ {p['fps']:.2f} fps)" if p else ""
+    console.print(f"added stream {name}{extra}")
+
+
+@streams_app.command("list")
+def streams_list(all_: bool = typer.Option(False, "--all", help="Include removed streams.")) -> None:
+    """Registered streams."""
+    t = Table("name", "state", "url", "sampling", "apps", "tags")
+    for r in _registry().list(include_removed=all_):
+        s = r.spec
+        sampling = "keyframes" if s.keyframes_only else (f"every {s.every_n}" if s.every_n else f"{s.fps:g} fps")
+        t.add_row(s.name, r.state, s.url, sampling, ",".join(s.apps), ",".join(f"{k}={v}" for k, v in s.tags.items()))
+    console.print(t)
+
+
+@streams_app.command("show")
+def streams_show(name: str = typer.Argument(...)) -> None:
+    """One stream: registration, probe and the last status reported by ingest."""
+    reg = _registry()
+    r = reg.get(name)
+    console.print(f"name: {r.spec.name}\nstate: {r.state}\nurl: {r.spec.url}\nprobe: {r.probe}")
+    st = reg.status(name)
+    if st:
+        keys = ("state", "reason", "decoded", "sampled", "published", "rejected", "stale", "errors", "reconnects",
+                "last_pts", "max_gap_s", "worker", "updated")
+        console.print("ingest: " + ", ".join(f"{k}={st[k]}" for k in keys if st.get(k) not in ("", None)))
+    else:
+        console.print("ingest: no status reported yet")
+
+
+@streams_app.command("pause")
+def streams_pause(name: str) -> None:
+    """Stop ingesting a stream (running ingest workers pick this up)."""
+    _registry().pause(name)
+    console.print(f"paused {name}")
+
+
+@streams_app.command("resume")
+def streams_resume(name: str) -> None:
+    """Resume a paused stream."""
+    _registry().resume(name)
+    console.print(f"resumed {name}")
+
+
+@streams_app.command("remove")
+def streams_remove(name: str) -> None:
+    """Remove a stream."""
+    _registry().remove(name)
+    console.print(f"removed {name}")
+
+
+@app.command()
+def ingest(
+    shard: str = typer.Option("0/1", help="This process's shard of the streams, i/n."),
+    once: bool = typer.Option(False, help="Exit when every stream has ended (files), instead of following changes."),
+    poll: float = typer.Option(2.0, min=0.1, help="Seconds between registry checks."),
+) -> None:
+    """Ingest every enabled stream (of this shard) onto the frames topic, with live progress."""
+    from rich.live import Live
+
+    from vidnexus.connectors.bus import open_bus
+    from vidnexus.streams.supervisor import IngestSupervisor
+
+    try:
+        i, n = (int(v) for v in shard.split("/"))
+    except ValueError:
+        raise VidnexusError(f"--shard {shard!r}: expected i/n, e.g. 0/2") from None
+    settings = _settings()
+    bus = open_bus(settings)
+    topic = settings.topic("frames")
+    bus.create_topic(topic, 8)
+    sup = IngestSupervisor(_registry(), bus, topic, shard=i, shards=n, poll_s=poll)
+
+    def table(statuses: list[Any]) -> Table:
+        t = Table("stream", "state", "decoded", "sampled", "published", "stale", "errors", "reconnects", "reason")
+        for s in sorted(statuses, key=lambda s: s.name):
+            t.add_row(s.name, s.state, str(s.decoded), str(s.sampled), str(s.published), str(s.stale),
+                      str(s.errors), str(s.reconnects), s.reason[:60])
+        return t
+
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *a: sup.stop.set())
+    with Live(table([]), console=err_console, refresh_per_second=2) as live:
+        try:
+            sup.run(once=once, on_tick=lambda st: live.update(table(st)))
+        except KeyboardInterrupt:
+            sup.stop.set()
+        live.update(table(sup.statuses()))
+    bus.close()
+    failed = [s for s in sup.statuses() if s.state == "failed"]
+    if failed and once:
+        raise typer.Exit(1)
 
 
 # -- bench -------------------------------------------------------------------------------------

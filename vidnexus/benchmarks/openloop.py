@@ -7,6 +7,7 @@ wire replies, or a peer's adapter).
 from __future__ import annotations
 
 import concurrent.futures as cf
+import gc
 import time
 from typing import Any, Callable, Mapping, Sequence
 
@@ -19,6 +20,10 @@ __all__ = ["drive", "good_fraction", "probe_goodput", "warm_up"]
 def drive(trace: Sequence[Arrival], submit: Callable[[Arrival], "cf.Future[Any]"],
           timeout_s: float = 120.0) -> list[tuple[Arrival, Any]]:
     """Submit every arrival at its time (relative to now); return (arrival, reply) pairs."""
+    # A full collection of a large heap (left by earlier parts of a benchmark) stalls every thread for
+    # 100+ ms; collect now and freeze what survives so the run is not charged for it.
+    gc.collect()
+    gc.freeze()
     clock = MonotonicClock()
     futs: list[tuple[Arrival, cf.Future[Any]]] = []
     t0 = clock.now()
@@ -49,8 +54,8 @@ def probe_goodput(fraction_at: Callable[[float], float], lo: float, hi: float, t
     return goodput(fraction_at, lo, hi, tol=tol)
 
 
-def warm_up(run: Callable[[list[Any]], Any], x: Any, sizes: Sequence[int] = (1, 4, 16)) -> None:
-    """Run a batch runner a few times first: the first calls of a fresh model allocate and are slow,
-    and a benchmark should not charge that to the first requests."""
+def warm_up(run: Callable[[list[Any]], Any], x: Any, sizes: Sequence[int] = range(1, 33)) -> None:
+    """Run a batch runner once at every batch size first: the first call at each new shape builds
+    kernels and allocates (100+ ms on this CPU), and a benchmark should not charge that to requests."""
     for b in sizes:
         run([x] * b)

@@ -32,7 +32,10 @@ def _system(k: int, prefix: bool, prof: Any, slo: float) -> tuple[Callable[[], A
     if prefix:
         groups = detect_prefix_groups(models) if k > 1 else {}
         runner = PrefixRunner.from_models(models, postprocess=lambda t: None)
-        warm_up(lambda xs: runner.run_parts([(m, xs) for m in models]), x)
+        first = next(iter(models))
+        warm_up(lambda xs: runner.run_parts([(first, xs)]), x)  # the trunk at every batch size
+        for m in models:
+            runner.run_parts([(m, [x])])
         mem = runner.memory_bytes()
         if groups:
             gid = next(iter(groups.values()))

@@ -76,10 +76,12 @@ def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu"
     if not sessions:
         raise ConfigError("give at least one --session MODEL:SLO_MS")
     runners, profiles = {}, {}
+    build_shape: dict[str, tuple[int, ...]] = {}
     for s in sessions:
         if s.model in runners:
             continue
         runners[s.model], spec = build_runner(settings, s.model, device, (weights or {}).get(s.model))
+        build_shape[s.model] = spec.input_shape
         prof = load_profile(settings.data_dir / "profiles", s.model, device)
         if prof is None:
             x = np.zeros(spec.input_shape, np.float32)
@@ -87,6 +89,14 @@ def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu"
             save_profile(settings.data_dir / "profiles", s.model, device, prof)
         profiles[s.model] = prof
     specs = [SessionSpec(s.session_id, s.model, s.slo_ms / 1000, policy=policy) for s in sessions]  # type: ignore[arg-type]
+    # The first batch of each new size builds kernels (100+ ms on a CPU): do it before serving.
+    from vidnexus.gpu_executor.backend import local_targets
+
+    targets = local_targets(specs, profiles)
+    for s in sessions:
+        x = np.zeros(build_shape[s.model], np.float32)
+        for b in range(1, targets[s.session_id] + 1):
+            runners[s.model]([x] * b)
     registry = None
     if settings.metrics_port:
         from prometheus_client import CollectorRegistry, start_http_server
@@ -119,6 +129,12 @@ def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu"
                 logger.warning("cannot publish stats: %s", e)
 
     threading.Thread(target=report, daemon=True, name="vnx-stats").start()
+    # Long-lived startup objects (models, profiles) need no garbage collection: freeze them so
+    # collections stay short while serving.
+    import gc
+
+    gc.collect()
+    gc.freeze()
     if ready:
         ready()
     try:

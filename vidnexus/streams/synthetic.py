@@ -50,10 +50,14 @@ HUD = HudLayout()
 
 @dataclass(frozen=True)
 class RawFrame:
+    """A decoded frame: its index in the source, presentation time (s, from the first frame), BGR
+    pixels, ground truth (synthetic sources) and whether it is a keyframe."""
+
     index: int
     pts: float
     image: Any
-    truth: dict[str, int]
+    truth: dict[str, int] = field(default_factory=dict)
+    keyframe: bool = False
 
 
 def render_digit_cell(
@@ -142,4 +146,4 @@ class SyntheticSource:
             if self.noise > 0:
                 noise = np_rng.normal(0, self.noise, img.shape)
                 img = np.clip(img.astype(np.float32) + noise, 0, 255).astype(np.uint8)
-            yield RawFrame(i, i / self.fps, img, truth)
+            yield RawFrame(i, i / self.fps, img, truth, keyframe=True)

@@ -1,0 +1,203 @@
+"""Ingest: decode → sample → JPEG → Frame on the frames topic (keyed by stream, so per-stream order
+holds within a partition).
+
+One :class:`StreamWorker` per stream. Files run as fast as possible (or paced at real time) and end;
+live sources (RTSP, HTTP) sample by the wall clock, drop frames that arrive stale instead of falling
+behind, and reconnect with exponential backoff when they fail, with the state visible in
+:class:`StreamStatus`. A file that cannot be decoded fails that stream only, with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from vidnexus.clock import Clock, MonotonicClock, wall_time
+from vidnexus.connectors.bus import Bus
+from vidnexus.errors import ConnectorError, StreamError
+from vidnexus.streams.frame import Frame, encode_frame, jpeg_encode
+from vidnexus.streams.sampling import EveryNth, FpsSampler
+from vidnexus.streams.sources import is_live, open_source
+
+__all__ = ["StreamSpec", "StreamStatus", "StreamWorker", "Backoff"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """What to ingest and how to sample it: ``fps`` (by presentation time), ``every_n`` frames, or
+    ``keyframes_only``."""
+
+    name: str
+    url: str
+    fps: float | None = 1.0
+    every_n: int | None = None
+    keyframes_only: bool = False
+    apps: tuple[str, ...] = ()
+    tags: dict[str, str] = field(default_factory=dict)
+    jpeg_quality: int = 85
+    max_side: int | None = None
+    realtime: bool = False
+
+    def __post_init__(self) -> None:
+        if self.fps is not None and not self.fps > 0:
+            raise StreamError(f"stream {self.name}: fps must be > 0, got {self.fps}")
+        if self.every_n is not None and self.every_n < 1:
+            raise StreamError(f"stream {self.name}: every_n must be >= 1, got {self.every_n}")
+        if not 1 <= self.jpeg_quality <= 100:
+            raise StreamError(f"stream {self.name}: JPEG quality must be 1-100, got {self.jpeg_quality}")
+
+
+@dataclass
+class StreamStatus:
+    name: str
+    state: str = "starting"
+    reason: str = ""
+    decoded: int = 0
+    sampled: int = 0
+    published: int = 0
+    rejected: int = 0
+    stale: int = 0
+    errors: int = 0
+    reconnects: int = 0
+    last_pts: float = 0.0
+    max_gap_s: float = 0.0
+    started: float = 0.0
+    last_publish: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff between reconnects: initial, ×factor, capped."""
+
+    initial_s: float = 0.5
+    max_s: float = 10.0
+    factor: float = 2.0
+    _next: float = 0.0
+
+    def next(self) -> float:
+        self._next = self.initial_s if self._next == 0 else min(self.max_s, self._next * self.factor)
+        return self._next
+
+    def reset(self) -> None:
+        self._next = 0.0
+
+
+class StreamWorker:
+    """Ingests one stream until it ends, fails (files) or ``stop`` is set."""
+
+    def __init__(self, spec: StreamSpec, bus: Bus, topic: str, *, clock: Clock | None = None,
+                 backoff: Backoff | None = None, stale_s: float = 2.0, open_timeout_s: float = 10.0) -> None:
+        self.spec, self.bus, self.topic = spec, bus, topic
+        self.clock = clock or MonotonicClock()
+        self.backoff = backoff or Backoff()
+        self.stale_s = stale_s
+        self.open_timeout_s = open_timeout_s
+        self.status = StreamStatus(spec.name)
+        self.stop = threading.Event()
+        self._seq = 0
+        self.live = is_live(spec.url)
+
+    def _sampler(self) -> Any:
+        if self.spec.every_n:
+            return EveryNth(self.spec.every_n)
+        return FpsSampler(self.spec.fps or 1.0)
+
+    def run(self) -> StreamStatus:
+        st = self.status
+        st.started = self.clock.now()
+        live_sampler = self._sampler()  # live: one sampler on the wall clock across reconnects
+        while not self.stop.is_set():
+            src = open_source(self.spec.url, keyframes_only=self.spec.keyframes_only, timeout_s=self.open_timeout_s)
+            sampler = live_sampler if self.live else self._sampler()
+            opened = self.clock.now()
+            first_pts: list[float] = []
+
+            def keep(pts: float, index: int) -> bool:
+                if self.stop.is_set():
+                    raise _Stopped
+                if self.spec.keyframes_only:
+                    return True
+                if not self.live:
+                    if self.spec.realtime:
+                        self.clock.sleep(opened + pts - self.clock.now())
+                    return bool(sampler.keep(pts, index))
+                if not first_pts:
+                    first_pts.append(pts)
+                lag = (self.clock.now() - opened) - (pts - first_pts[0])
+                if lag > self.stale_s:
+                    st.stale += 1
+                    return False
+                return bool(sampler.keep(self.clock.now() - st.started, index))
+
+            base = st.decoded
+            try:
+                st.state = "running"
+                for raw in src.frames(keep):
+                    st.decoded = base + src.decoded
+                    self._publish(raw)
+                    self.backoff.reset()
+                st.decoded = base + src.decoded
+                if not self.live:
+                    st.state = "done"
+                    return st
+                raise StreamError(f"{self.spec.url}: live source ended")
+            except _Stopped:
+                st.decoded = base + src.decoded
+                break
+            except StreamError as e:
+                st.decoded = base + src.decoded
+                st.errors += 1
+                st.reason = str(e)
+                if not self.live:
+                    st.state = "failed"
+                    logger.error("stream %s failed: %s", self.spec.name, e)
+                    return st
+                st.state = "reconnecting"
+                st.reconnects += 1
+                wait = self.backoff.next()
+                logger.warning("stream %s: %s; reconnecting in %.1f s", self.spec.name, e, wait)
+                self.stop.wait(wait)
+        st.state = "stopped"
+        return st
+
+    def _publish(self, raw: Any) -> None:
+        st = self.status
+        st.sampled += 1
+        img = raw.image
+        data = jpeg_encode(img, self.spec.jpeg_quality, self.spec.max_side)
+        h, w = img.shape[:2]
+        if self.spec.max_side and max(h, w) > self.spec.max_side:
+            s = self.spec.max_side / max(h, w)
+            w, h = max(1, int(w * s)), max(1, int(h * s))
+        now = wall_time()
+        tags = {**self.spec.tags, **{k: str(v) for k, v in raw.truth.items()}}
+        if self.spec.apps:
+            tags["apps"] = ",".join(self.spec.apps)
+        frame = Frame(self.spec.name, self._seq, raw.pts, now, now, w, h, "jpeg", data, tags)
+        try:
+            self.bus.publish(self.topic, self.spec.name.encode(), encode_frame(frame))
+        except ConnectorError as e:
+            if "exceeds" in str(e):
+                st.rejected += 1
+                logger.error("stream %s frame %d rejected: %s (lower max_side or quality)", self.spec.name,
+                             self._seq, e)
+                return
+            raise
+        t = self.clock.now()
+        if st.last_publish is not None:
+            st.max_gap_s = max(st.max_gap_s, t - st.last_publish)
+        st.last_publish = t
+        st.published += 1
+        st.last_pts = raw.pts
+        self._seq += 1
+
+
+class _Stopped(Exception):
+    pass

@@ -1,0 +1,92 @@
+"""``vidnexus ingest``: keep one StreamWorker per enabled stream of this shard, following registry
+changes (add, pause, resume, remove) without a restart, and report each stream's status to the
+``stream_status`` table."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import zlib
+from typing import Callable
+
+from vidnexus.clock import Clock, MonotonicClock
+from vidnexus.connectors.bus import Bus
+from vidnexus.streams.ingest import StreamSpec, StreamStatus, StreamWorker
+from vidnexus.streams.registry import StreamRegistry
+
+__all__ = ["IngestSupervisor", "in_shard"]
+
+logger = logging.getLogger(__name__)
+
+
+def in_shard(name: str, shard: int, shards: int) -> bool:
+    """Stable assignment of streams to ingest processes."""
+    return zlib.crc32(name.encode()) % shards == shard
+
+
+class IngestSupervisor:
+    def __init__(self, registry: StreamRegistry, bus: Bus, topic: str, *, shard: int = 0, shards: int = 1,
+                 poll_s: float = 2.0, clock: Clock | None = None,
+                 worker_factory: Callable[[StreamSpec], StreamWorker] | None = None) -> None:
+        if not 0 <= shard < shards:
+            raise ValueError(f"shard {shard} is not in 0..{shards - 1}")
+        self.registry, self.bus, self.topic = registry, bus, topic
+        self.shard, self.shards, self.poll_s = shard, shards, poll_s
+        self.clock = clock or MonotonicClock()
+        self.make = worker_factory or (lambda spec: StreamWorker(spec, bus, topic, clock=self.clock))
+        self.workers: dict[str, tuple[StreamWorker, threading.Thread]] = {}
+        self.ended: dict[str, tuple[StreamSpec, StreamStatus]] = {}
+        self.stop = threading.Event()
+        self.name = f"{socket.gethostname()}:{shard}/{shards}"
+
+    def sync(self) -> None:
+        """Start, stop or restart workers to match the registry."""
+        wanted = {r.spec.name: r.spec for r in self.registry.list()
+                  if r.state == "enabled" and in_shard(r.spec.name, self.shard, self.shards)}
+        for name, (w, t) in list(self.workers.items()):
+            if not t.is_alive():  # ended by itself: a file that is done, or a stream that failed
+                self.ended[name] = (w.spec, w.status)
+                del self.workers[name]
+            elif name not in wanted or wanted[name] != w.spec:  # paused, removed or changed
+                w.stop.set()
+                t.join(timeout=15)
+                self.ended[name] = (w.spec, w.status)
+                del self.workers[name]
+        for name, spec in wanted.items():
+            ended = self.ended.get(name)
+            if name in self.workers or (ended is not None and ended[0] == spec
+                                        and ended[1].state in ("done", "failed")):
+                continue  # running, or already ran to its end with this very registration
+            w = self.make(spec)
+            t = threading.Thread(target=w.run, name=f"vnx-ingest-{name}", daemon=True)
+            self.workers[name] = (w, t)
+            t.start()
+
+    def statuses(self) -> list[StreamStatus]:
+        running = [w.status for w, _ in self.workers.values()]
+        return running + [st for name, (_, st) in self.ended.items() if name not in self.workers]
+
+    def report(self) -> None:
+        try:
+            self.registry.report(self.statuses(), self.name)
+        except Exception as e:  # status reporting must not stop ingest
+            logger.warning("cannot report stream status: %s", e)
+
+    def run(self, *, once: bool = False, on_tick: Callable[[list[StreamStatus]], None] | None = None) -> None:
+        """Follow the registry until stopped; with ``once``, return when no worker is left running."""
+        while not self.stop.is_set():
+            self.sync()
+            self.bus.flush()
+            self.report()
+            if on_tick:
+                on_tick(self.statuses())
+            if once and not self.workers:
+                break
+            self.stop.wait(self.poll_s)
+        for w, t in self.workers.values():
+            w.stop.set()
+        for w, t in self.workers.values():
+            t.join(timeout=15)
+        self.bus.flush()
+        self.report()
