@@ -459,7 +459,9 @@ def main() -> None:
     for noisy in ("clickhouse_driver", "kafka"):
         logging.getLogger(noisy).setLevel(logging.CRITICAL)
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)  # returns the code of typer.Exit raised by a command
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
     except VidnexusError as e:
         err_console.print(f"[red]error:[/] {e}")
         sys.exit(2)

@@ -73,3 +73,9 @@ def test_sql_on_the_embedded_store(tmp_path):
 def test_invalid_sql_is_a_clear_error(tmp_path):
     p, _ = vnx("sql", "SELEC nonsense", env={"VNX_DATA_DIR": str(tmp_path)})
     assert p.returncode == 2 and "query failed" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_exit_codes_from_commands_reach_the_shell(tmp_path):
+    p, _ = vnx("services", "status", env={"VNX_WORK_DIR": str(tmp_path), "VNX_KAFKA_PORT": "1",
+                                          "VNX_CLICKHOUSE_TCP_PORT": "2"})
+    assert p.returncode == 1 and "kafka: stopped" in p.stdout

@@ -111,6 +111,7 @@ class AvSource:
             if self.keyframes_only:
                 stream.codec_context.skip_frame = "NONKEY"
             index = 0
+            declared = 0 if self.keyframes_only else int(stream.frames or 0)
             t0: float | None = None
             try:
                 for frame in c.decode(stream):
@@ -123,12 +124,18 @@ class AvSource:
                         yield RawFrame(index, rel, frame.to_ndarray(format="bgr24"), {}, bool(frame.key_frame))
                     index += 1
             except av.error.EOFError:
-                return
+                pass
             except (av.error.InvalidDataError, av.error.ValueError, OSError) as e:
                 self.errors += 1
                 if self.decoded == 0:
                     raise StreamError(f"{self.url}: not a decodable video ({e})") from None
                 raise StreamError(f"{self.url}: decoding failed after {self.decoded} frames ({e})") from None
+            # A file cut short still decodes up to the cut without any error: compare with the count
+            # its header declares.
+            if declared and self.decoded < declared * 0.98:
+                self.errors += 1
+                raise StreamError(f"{self.url}: file is truncated: decoded {self.decoded} of the "
+                                  f"{declared} frames its header declares")
         finally:
             c.close()
 
