@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     metrics_port: int = 0
     """Prometheus endpoint port for long-running roles (0 = disabled)."""
 
+    metrics_host: str = "127.0.0.1"
+    """Address the Prometheus endpoint binds to (0.0.0.0 inside a container)."""
+
     @field_validator("topic_prefix")
     @classmethod
     def _prefix_is_a_topic_name(cls, v: str) -> str:

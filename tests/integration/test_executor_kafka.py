@@ -3,9 +3,11 @@ right callers; malformed requests are dead-lettered; stats are published."""
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 
 import numpy as np
@@ -20,8 +22,11 @@ from vidnexus.gpu_executor.service import request_topic
 @pytest.fixture
 def executor_proc(kafka_bootstrap, tmp_path):
     prefix = f"it{uuid.uuid4().hex[:8]}"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     env = dict(os.environ, VNX_BUS="kafka", VNX_KAFKA_BOOTSTRAP=kafka_bootstrap, VNX_TOPIC_PREFIX=prefix,
-               VNX_DATA_DIR=str(tmp_path / "data"))
+               VNX_DATA_DIR=str(tmp_path / "data"), VNX_METRICS_PORT=str(port))
     p = subprocess.Popen([sys.executable, "-m", "vidnexus", "executor", "-s", "lenet5:300",
                           "-s", "mobilenet_v3_small:2000", "--threads", "1"],
                          env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
@@ -32,7 +37,7 @@ def executor_proc(kafka_bootstrap, tmp_path):
         if "executor: serving" in line or (not line and p.poll() is not None):
             break
     assert "executor: serving" in line, f"executor did not start: {line} {p.stderr.read() if p.poll() is not None else ''}"
-    yield Settings(bus="kafka", kafka_bootstrap=kafka_bootstrap, topic_prefix=prefix)
+    yield Settings(bus="kafka", kafka_bootstrap=kafka_bootstrap, topic_prefix=prefix, metrics_port=port)
     p.terminate()
     assert p.wait(timeout=60) == 0
 
@@ -58,6 +63,10 @@ def test_two_models_replies_routed_to_the_right_callers(executor_proc):
         assert len(r.output) == (10 if sess.startswith("lenet5") else 1000)
         assert r.latency_s >= r.executor_latency_s > 0  # the caller's view includes the Kafka hops
     assert len({r.request_id for _, _, r in replies}) == len(sent)
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{settings.metrics_port}/metrics", timeout=10).read().decode()
+    served = [line for line in metrics.splitlines() if line.startswith('vnx_requests_total{session="lenet5-300ms"}')]
+    assert served and float(served[0].split()[-1]) >= 24
+    assert 'vnx_batch_size_count{session="mobilenet_v3_small-2000ms"}' in metrics
     a.close(), b.close()
     bus.close()
 

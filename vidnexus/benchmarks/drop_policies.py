@@ -42,7 +42,7 @@ def _real_part(quick: bool, console: Any) -> dict[str, Any]:
     import numpy as np
     import torch
 
-    from vidnexus.benchmarks.openloop import best_of, drive, good_fraction, warm_up
+    from vidnexus.benchmarks.openloop import best_of, drive, good_fraction, probe_seconds, warm_up
     from vidnexus.gpu_executor.executor import Executor
     from vidnexus.gpu_executor.profiler import profile_runner
     from vidnexus.gpu_executor.runner import TorchRunner
@@ -58,14 +58,15 @@ def _real_part(quick: bool, console: Any) -> dict[str, Any]:
     slo = max(0.100, 2 * prof.latency(8))  # an SLO that admits batching on this CPU
     b_sat = prof.max_batch_within(slo / 2)
     t_sat = prof.throughput(max(1, b_sat))
-    duration = 3.0 if quick else 8.0
+    duration = 2.0 if quick else 8.0
     rows: list[dict[str, Any]] = []
 
     def fraction_at(policy: str, rate: float) -> float:
         ex = Executor([SessionSpec("s", model_name, slo, policy=policy)],  # type: ignore[arg-type]
                       {model_name: runner}, {model_name: prof}, workers=1)
         with ex:
-            res = drive(arrivals("poisson", rate, duration, "s", seed=1), lambda a: ex.submit("s", x))
+            res = drive(arrivals("poisson", rate, probe_seconds(rate, duration), "s", seed=1),
+                        lambda a: ex.submit("s", x))
         good = good_fraction(res, slo)
         st = ex.stats()[0]
         rows.append({"policy": policy, "rate": round(rate, 1), "requests": len(res),
@@ -76,7 +77,7 @@ def _real_part(quick: bool, console: Any) -> dict[str, Any]:
         return good
 
     lo, hi = (0.5, 2.0) if quick else (0.3, 3.0)
-    reps = 1 if quick else 2
+    reps = 2
     best = {p: round(goodput(lambda r, p=p: best_of(reps, lambda: fraction_at(p, r)), lo * t_sat, hi * t_sat,
                              tol=0.05 if quick else 0.02), 1)
             for p in POLICIES}

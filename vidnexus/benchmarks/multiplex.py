@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from vidnexus.benchmarks.machine import machine_info
-from vidnexus.benchmarks.openloop import best_of, drive, good_fraction, probe_goodput, warm_up
+from vidnexus.benchmarks.openloop import best_of, drive, good_fraction, probe_goodput, probe_seconds, warm_up
 
 __all__ = ["run"]
 
@@ -36,7 +36,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     slo = max(0.150, 6 * prof.latency(1))
     t_sat = prof.throughput(max(1, prof.max_batch_within(slo / 2)))
     ks = (2, 4) if quick else (1, 2, 3, 4)
-    duration = 3.0 if quick else 6.0
+    duration = 2.0 if quick else 6.0
     results = []
     table = Table("models", "duty cycle req/s", "free threads req/s", "ratio", title=f"multiplexing (SLO {slo * 1000:.0f} ms)")
     for k in ks:
@@ -47,7 +47,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         row: dict[str, Any] = {"models": k}
         for mode in ("duty_cycle", "free_threads"):
             def frac(rate: float, mode: str = mode) -> float:
-                trace = merge(*[arrivals("poisson", rate / k, duration, f"s-{m}", seed=i)
+                trace = merge(*[arrivals("poisson", rate / k, probe_seconds(rate, duration), f"s-{m}", seed=i)
                                 for i, m in enumerate(models)])
                 if mode == "duty_cycle":
                     exs = {"all": Executor([SessionSpec(f"s-{m}", m, slo) for m in models], runners,
@@ -66,7 +66,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
                         e.stop()
                 return good_fraction(res, slo)
 
-            g = probe_goodput(lambda r, frac=frac: best_of(1 if quick else 2, lambda: frac(r)), 0.05 * t_sat, 1.5 * t_sat, tol=0.08 if quick else 0.03)
+            g = probe_goodput(lambda r, frac=frac: best_of(2, lambda: frac(r)), 0.05 * t_sat, 1.5 * t_sat, tol=0.08 if quick else 0.03)
             row[f"goodput_{mode}"] = round(g, 1)
             console.print(f"  {k} models, {mode:12s}: goodput {g:.0f} req/s")
         row["ratio"] = round(row["goodput_duty_cycle"] / row["goodput_free_threads"], 3) if row["goodput_free_threads"] else None
@@ -78,6 +78,6 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     console.print(f"summary: {summary}  ({time.perf_counter() - t_start:.0f} s)")
     return {"name": "multiplex", "machine": machine_info(),
             "config": {"quick": quick, "model": "resnet18 (64x64 input), separate weights per model",
-                       "slo_ms": round(slo * 1000, 1), "probe_seconds": duration, "runs_per_probe_best_of": 1 if quick else 2, "ks": list(ks), "torch_threads": 2,
+                       "slo_ms": round(slo * 1000, 1), "probe_seconds": duration, "runs_per_probe_best_of": 2, "ks": list(ks), "torch_threads": 2,
                        "profile": prof.to_dict()},
             "results": results, "summary": summary}

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 from vidnexus.clock import MonotonicClock
 from vidnexus.sim.loadgen import Arrival
 
-__all__ = ["drive", "good_fraction", "probe_goodput", "warm_up", "best_of"]
+__all__ = ["drive", "good_fraction", "probe_goodput", "warm_up", "best_of", "probe_seconds"]
 
 
 def drive(trace: Sequence[Arrival], submit: Callable[[Arrival], "cf.Future[Any]"],
@@ -65,3 +65,9 @@ def best_of(n: int, run: Callable[[], float]) -> float:
     """The best of ``n`` runs of a probe. This shared 2-core VM has rare ~150 ms stalls that are
     not the system under test; every system and policy gets the same ``n``."""
     return max(run() for _ in range(max(1, n)))
+
+
+def probe_seconds(rate: float, base_s: float, min_requests: int = 300) -> float:
+    """Long enough for ``min_requests`` arrivals: with fewer, one late request is already over 1%
+    and a 99% criterion measures noise."""
+    return max(base_s, min_requests / rate) if rate > 0 else base_s

@@ -203,20 +203,19 @@ class DutyCycle:
         return sum(len(q.ids) for q in self._queues.values())
 
     def _decide(
-        self, sid: str, now: float, profile: Profile, dropped: list[Dropped], cap: int | None = None
+        self, sid: str, now: float, profile: Profile, dropped: list[Dropped]
     ) -> tuple[tuple[int, ...], float]:
         """Apply the session's policy; pop drops and the taken requests. Returns (ids, min deadline)."""
         q = self._queues[sid]
-        target = q.target if cap is None else min(q.target, cap)
-        if target < 1 or not q.ids:
+        if not q.ids:
             return (), float("inf")
-        d = q.policy.decide(q.deadlines, now, target, profile)
+        d = q.policy.decide(q.deadlines, now, q.target, profile)
         if d.drop:
             dropped.extend(
                 Dropped(sid, rid, drop_reason(dl, now, self._profiles[q.spec.model]))
                 for dl, rid in zip(q.deadlines[: d.drop], q.ids[: d.drop])
             )
-        take = d.take if cap is None else min(d.take, target)
+        take = d.take
         ids = tuple(q.ids[d.drop : d.drop + take])
         first = q.deadlines[d.drop] if take else float("inf")
         del q.ids[: d.drop + take]
@@ -256,17 +255,21 @@ class DutyCycle:
             q = self._queues[sid]
             if sid == lead or not q.ids or self._groups.get(q.spec.model) != group:
                 continue
+            # Members join without dropping anything: take the longest head of their queue that
+            # finishes in time inside the merged batch; what does not fit waits for its own turn,
+            # where the member's own policy decides.
             room = 0
-            while total + room < limit and now + profile.latency(total + room + 1) <= earliest:
+            while (total + room < limit and room < len(q.ids)
+                   and now + profile.latency(total + room + 1) <= min(earliest, q.deadlines[0])):
                 room += 1
             if room == 0:
-                break
-            shifted = profile.shifted(total)
-            more, first_more = self._decide(sid, now, shifted, dropped, cap=room)
-            if more:
-                parts.append(Part(sid, q.spec.model, more))
-                total += len(more)
-                earliest = min(earliest, first_more)
+                continue
+            more = tuple(q.ids[:room])
+            earliest = min(earliest, q.deadlines[0])
+            del q.ids[:room]
+            del q.deadlines[:room]
+            parts.append(Part(sid, q.spec.model, more))
+            total += room
         all_ids = tuple(rid for p in parts for rid in p.request_ids)
         return Dispatch(lead, parts[0].model, all_ids, profile.latency(total), tuple(parts), group)
 

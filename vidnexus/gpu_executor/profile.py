@@ -107,15 +107,6 @@ class Profile:
                 break
         return best
 
-    def shifted(self, offset: int) -> "Profile":
-        """The profile seen by requests joining a batch that already holds ``offset`` others:
-        ℓ'(b) = ℓ(offset + b)."""
-        if offset <= 0:
-            return self
-        sizes = tuple(range(1, max(1, self.max_batch - offset) + 1))
-        return Profile(sizes, tuple(self.latency(offset + b) for b in sizes),
-                       tuple(self._interp(self.std_s, offset + b) for b in sizes) if self.std_s else ())
-
     def fit(self) -> tuple[float, float]:
         """(α, β) of the least-squares line through the measured means."""
         return fit_linear(self.sizes, self.mean_s)

@@ -102,7 +102,7 @@ def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu"
         from prometheus_client import CollectorRegistry, start_http_server
 
         registry = CollectorRegistry()
-        start_http_server(settings.metrics_port, addr="127.0.0.1", registry=registry)
+        start_http_server(settings.metrics_port, addr=settings.metrics_host, registry=registry)
     metrics = ExecutorMetrics(registry)
     clock = MonotonicClock()
     bus = open_bus(settings)

@@ -139,7 +139,11 @@ def goodput(
         frac = r.good_fraction if isinstance(r, SimResult) else float(r)
         return frac >= target
 
-    if not ok(lo):
+    for _ in range(3):  # a failure at the floor may be noise (real systems): look lower first
+        if ok(lo):
+            break
+        lo, hi = lo / 2, lo
+    else:
         return 0.0
     if ok(hi):
         return hi

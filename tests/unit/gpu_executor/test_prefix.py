@@ -107,3 +107,17 @@ def test_executor_serves_a_prefix_group_end_to_end():
         for m, rs in replies.items():
             ref = models[m](torch.from_numpy(x[None]))[0].numpy()
             assert all(r.ok and np.allclose(r.output, ref, atol=1e-5) for r in rs)
+
+
+def test_members_join_without_being_dropped():
+    # s1's head cannot finish inside the merged batch: it is left queued (not dropped) for s1's turn.
+    c = grouped_core({"s0": 8, "s1": 8, "s2": 8})
+    c.enqueue("s0", 1, 1.0, 0.0)
+    c.enqueue("s1", 2, 0.025, 0.0)  # ℓ(2) = 30 ms > 25 ms
+    c.enqueue("s2", 3, 1.0, 0.0)
+    step = c.schedule(0.0)
+    assert step.dropped == ()
+    assert [p.request_ids for p in step.dispatch.parts] == [(1,), (3,)]
+    assert c.queued("s1") == 1
+    nxt = c.schedule(0.0).dispatch
+    assert nxt.request_ids == (2,)
