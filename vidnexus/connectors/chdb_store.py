@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from vidnexus.connectors.store import QueryResult, TableSchema, parse_version
+from vidnexus.connectors.store import QueryResult, TableSchema, insert_batches, parse_version
 from vidnexus.errors import ConnectorError
 
 __all__ = ["ChdbStore"]
@@ -85,22 +85,11 @@ class ChdbStore:
             f"INSERT INTO {table} ({cols}) SETTINGS date_time_input_format='best_effort' "
             "FORMAT JSONEachRow\n"
         )
-        n = 0
-        buf: list[str] = []
-        for row in rows:
-            if len(row) != len(columns):
-                raise ConnectorError(
-                    f"insert into {table}: row has {len(row)} values for {len(columns)} columns"
-                )
-            buf.append(json.dumps(dict(zip(columns, row)), default=_json_default))
-            if len(buf) >= _BATCH:
-                self._run(head + "\n".join(buf))
-                n += len(buf)
-                buf = []
-        if buf:
-            self._run(head + "\n".join(buf))
-            n += len(buf)
-        return n
+
+        def send(batch: list[Sequence[Any]]) -> None:
+            self._run(head + "\n".join(json.dumps(dict(zip(columns, r)), default=_json_default) for r in batch))
+
+        return insert_batches(table, columns, rows, _BATCH, send)
 
     def create_table(self, schema: TableSchema) -> None:
         self.execute(schema.create_sql(self.version))

@@ -6,7 +6,7 @@ import threading
 from typing import Any, Iterable, Sequence
 from urllib.parse import unquote, urlparse
 
-from vidnexus.connectors.store import QueryResult, TableSchema, parse_version
+from vidnexus.connectors.store import QueryResult, TableSchema, insert_batches, parse_version
 from vidnexus.errors import ConnectorError
 
 __all__ = ["ClickHouseStore", "parse_clickhouse_url"]
@@ -91,22 +91,7 @@ class ClickHouseStore:
 
     def insert(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> int:
         sql = f"INSERT INTO {table} (" + ", ".join(f"`{c}`" for c in columns) + ") VALUES"
-        n = 0
-        buf: list[Sequence[Any]] = []
-        for row in rows:
-            if len(row) != len(columns):
-                raise ConnectorError(
-                    f"insert into {table}: row has {len(row)} values for {len(columns)} columns"
-                )
-            buf.append(row)
-            if len(buf) >= _BATCH:
-                self._run(sql, buf)
-                n += len(buf)
-                buf = []
-        if buf:
-            self._run(sql, buf)
-            n += len(buf)
-        return n
+        return insert_batches(table, columns, rows, _BATCH, lambda batch: self._run(sql, batch))
 
     def create_table(self, schema: TableSchema) -> None:
         self.execute(schema.create_sql(self.version))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
 if TYPE_CHECKING:
     from vidnexus.config import Settings
@@ -32,6 +32,7 @@ __all__ = [
     "quote",
     "open_store",
     "parse_version",
+    "insert_batches",
 ]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -160,6 +161,29 @@ class Store(Protocol):
     def close(self) -> None:
         """Release the engine or the connection."""
         ...
+
+
+def insert_batches(
+    table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], batch: int,
+    send: Callable[[list[Sequence[Any]]], None],
+) -> int:
+    """Check every row's width and hand ``send`` batches of at most ``batch`` rows; the count sent."""
+    from vidnexus.errors import ConnectorError
+
+    n = 0
+    buf: list[Sequence[Any]] = []
+    for row in rows:
+        if len(row) != len(columns):
+            raise ConnectorError(f"insert into {table}: row has {len(row)} values for {len(columns)} columns")
+        buf.append(row)
+        if len(buf) >= batch:
+            send(buf)
+            n += len(buf)
+            buf = []
+    if buf:
+        send(buf)
+        n += len(buf)
+    return n
 
 
 def open_store(settings: "Settings") -> Store:
