@@ -8,6 +8,18 @@ start=$(date +%s)
 venv=$(bash scripts/bootstrap.sh)
 echo "test: virtualenv $venv ready after $(( $(date +%s) - start )) s"
 
+# Test-only system packages: GStreamer's RTSP server for the live-ingest test (run by Debian's python3).
+if ! /usr/bin/python3 -c 'import gi; gi.require_version("GstRtspServer", "1.0"); from gi.repository import GstRtspServer' 2>/dev/null; then
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo -n"
+  pkgs="python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-rtsp"
+  echo "test: installing $pkgs with apt-get"
+  if ! apt-cache policy gir1.2-gst-rtsp-server-1.0 | grep -q 'Candidate: [0-9]'; then
+    $sudo apt-get update -q >/dev/null || { echo "test: apt-get update failed" >&2; exit 1; }
+  fi
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $pkgs >/dev/null \
+    || { echo "test: apt-get could not install $pkgs (needed by tests/integration/test_rtsp_live.py)" >&2; exit 1; }
+fi
+
 export VNX_WORK_DIR=${VNX_WORK_DIR:-$PWD/.vnx/test}
 export VNX_DATA_DIR=${VNX_DATA_DIR:-$VNX_WORK_DIR/data}
 export VNX_KAFKA_BOOTSTRAP=${VNX_KAFKA_BOOTSTRAP:-127.0.0.1:19092}

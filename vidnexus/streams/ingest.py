@@ -151,7 +151,9 @@ class StreamWorker:
             except _Stopped:
                 st.decoded = base + src.decoded
                 break
-            except StreamError as e:
+            except Exception as e:  # any failure of this stream stays with this stream
+                if not isinstance(e, StreamError):
+                    e = StreamError(f"{self.spec.url}: {type(e).__name__}: {e}")
                 st.decoded = base + src.decoded
                 st.errors += 1
                 st.reason = str(e)
@@ -180,7 +182,10 @@ class StreamWorker:
         tags = {**self.spec.tags, **{k: str(v) for k, v in raw.truth.items()}}
         if self.spec.apps:
             tags["apps"] = ",".join(self.spec.apps)
-        frame = Frame(self.spec.name, self._seq, raw.pts, now, now, w, h, "jpeg", data, tags)
+        # Live sources restart their timestamps on every reconnect: their pts is wall-clock time
+        # since the stream started, so it keeps increasing across outages.
+        pts = raw.pts if not self.live else self.clock.now() - st.started
+        frame = Frame(self.spec.name, self._seq, pts, now, now, w, h, "jpeg", data, tags)
         try:
             self.bus.publish(self.topic, self.spec.name.encode(), encode_frame(frame))
         except ConnectorError as e:
@@ -195,7 +200,7 @@ class StreamWorker:
             st.max_gap_s = max(st.max_gap_s, t - st.last_publish)
         st.last_publish = t
         st.published += 1
-        st.last_pts = raw.pts
+        st.last_pts = pts
         self._seq += 1
 
 

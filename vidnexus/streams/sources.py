@@ -125,7 +125,7 @@ class AvSource:
                     index += 1
             except av.error.EOFError:
                 pass
-            except (av.error.InvalidDataError, av.error.ValueError, OSError) as e:
+            except (av.error.FFmpegError, OSError, ValueError) as e:
                 self.errors += 1
                 if self.decoded == 0:
                     raise StreamError(f"{self.url}: not a decodable video ({e})") from None
