@@ -20,6 +20,14 @@ if ! /usr/bin/python3 -c 'import gi; gi.require_version("GstRtspServer", "1.0");
     || { echo "test: apt-get could not install $pkgs (needed by tests/integration/test_rtsp_live.py)" >&2; exit 1; }
 fi
 
+# ffmpeg: the baseline of `vidnexus bench ingest`.
+if ! command -v ffmpeg >/dev/null; then
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo -n"
+  echo "test: installing ffmpeg with apt-get"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends ffmpeg >/dev/null \
+    || { echo "test: apt-get could not install ffmpeg (needed by vidnexus bench ingest)" >&2; exit 1; }
+fi
+
 export VNX_WORK_DIR=${VNX_WORK_DIR:-$PWD/.vnx/test}
 export VNX_DATA_DIR=${VNX_DATA_DIR:-$VNX_WORK_DIR/data}
 export VNX_KAFKA_BOOTSTRAP=${VNX_KAFKA_BOOTSTRAP:-127.0.0.1:19092}

@@ -18,6 +18,7 @@ SUMMARY_KEYS = {
     "scheduler": {"mean_devices_over_lower_bound", "mean_devices_over_optimal_small", "oblivious_over_squishy",
                   "plan_ms_1000_sessions"},
     "latency-split": {"min_gain", "max_gain"},
+    "ingest": {"decode_all_vs_ffmpeg", "sample_1fps_speedup_over_decode_all"},
 }
 
 

@@ -41,7 +41,14 @@ def _latency_split(quick: bool, console: Any) -> dict[str, Any]:
     return run(quick=quick, console=console)
 
 
+def _ingest(quick: bool, console: Any) -> dict[str, Any]:
+    from vidnexus.benchmarks.ingest_bench import run
+
+    return run(quick=quick, console=console)
+
+
 BENCHMARKS: dict[str, Callable[[bool, Any], dict[str, Any]]] = {
+    "ingest": _ingest,
     "latency-split": _latency_split,
     "scheduler": _scheduler,
     "drop-policies": _drop_policies,
