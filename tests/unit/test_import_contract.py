@@ -22,6 +22,7 @@ PURE = [
     "streams/sampling.py",
     "sim/loadgen.py",
     "sim/simulator.py",
+    "sim/cluster.py",
 ]
 FORBIDDEN = {"torch", "torchvision", "kafka", "aiokafka", "av", "faust", "chdb", "clickhouse_driver",
              "asyncio", "time", "threading", "cv2", "numpy"}
