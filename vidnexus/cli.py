@@ -409,6 +409,8 @@ def executor(
     policy: str = typer.Option("early_drop", help="Batching policy: early_drop, lazy_drop or fifo."),
     weights: list[str] = typer.Option([], help="MODEL=PATH of a local state_dict with real weights."),
     threads: int = typer.Option(0, min=0, help="torch intra-op threads (0 = torch default)."),
+    executor_id: Optional[str] = typer.Option(None, "--id", help="Executor id in stats and plans (default host-pid)."),
+    stats_every: float = typer.Option(5.0, min=0.2, help="Seconds between stats reports."),
 ) -> None:
     """Serve model sessions over Kafka (VNX_BUS=kafka) or the in-memory bus until SIGTERM.
 
@@ -430,8 +432,37 @@ def executor(
 
         torch.set_num_threads(threads)
     sessions = [parse_session(s) for s in session]
-    serve(_settings(), sessions, device=device, policy=policy, weights=wmap,
+    serve(_settings(), sessions, device=device, policy=policy, weights=wmap, executor_id=executor_id,
+          stats_every_s=stats_every,
           ready=lambda: err_console.print(f"executor: serving {', '.join(s.session_id for s in sessions)}"))
+
+
+@app.command()
+def scheduler(
+    epoch: float = typer.Option(30.0, min=0.5, help="Seconds between epochs."),
+    min_epoch: float = typer.Option(10.0, min=0.1, help="Never re-plan more often than this."),
+    change: float = typer.Option(0.5, min=0.0, help="Relative rate change that triggers an early epoch."),
+) -> None:
+    """The control plane: every epoch, plan sessions onto live executors (squishy bin packing,
+    incremental) from their stats, and publish the plan to <prefix>.control."""
+    import signal
+
+    from vidnexus.connectors.bus import open_bus
+    from vidnexus.gpu_executor.scheduler import SchedulerService
+
+    settings = _settings()
+    bus = open_bus(settings)
+
+    def show(doc: dict[str, Any]) -> None:
+        err_console.print(f"scheduler: epoch {doc['epoch']}: {doc['devices']} executor(s), moved {doc['moved']}, "
+                          f"assignments {doc['assignments']}, infeasible {doc['infeasible'] or 'none'}")
+
+    svc = SchedulerService(bus, settings, epoch_s=epoch, min_epoch_s=min_epoch, change=change, on_plan=show)
+    signal.signal(signal.SIGTERM, lambda *a: svc.stop.set())
+    signal.signal(signal.SIGINT, lambda *a: svc.stop.set())
+    err_console.print("scheduler: running")
+    svc.run()
+    bus.close()
 
 
 @app.command()

@@ -67,7 +67,8 @@ def build_runner(settings: Settings, model: str, device: str, weights: Path | No
 
 def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu", policy: str = "early_drop",
           weights: dict[str, Path] | None = None, stats_every_s: float = 5.0,
-          ready: Callable[[], None] | None = None) -> None:
+          ready: Callable[[], None] | None = None, executor_id: str | None = None,
+          follow_plans: bool = True) -> None:
     """Run until SIGTERM/SIGINT."""
     import numpy as np
 
@@ -90,13 +91,13 @@ def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu"
         profiles[s.model] = prof
     specs = [SessionSpec(s.session_id, s.model, s.slo_ms / 1000, policy=policy) for s in sessions]  # type: ignore[arg-type]
     # The first batch of each new size builds kernels (100+ ms on a CPU): do it before serving.
-    from vidnexus.gpu_executor.backend import local_targets
-
-    targets = local_targets(specs, profiles)
-    for s in sessions:
-        x = np.zeros(build_shape[s.model], np.float32)
-        for b in range(1, targets[s.session_id] + 1):
-            runners[s.model]([x] * b)
+    warmed = set()
+    for s in sessions:  # every batch size a plan may choose (plans stay within the profile)
+        if s.model not in warmed:
+            warmed.add(s.model)
+            x = np.zeros(build_shape[s.model], np.float32)
+            for b in range(1, profiles[s.model].max_batch + 1):
+                runners[s.model]([x] * b)
     registry = None
     if settings.metrics_port:
         from prometheus_client import CollectorRegistry, start_http_server
@@ -119,16 +120,60 @@ def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu"
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
+    import os
+    import socket
+
+    eid = executor_id or f"{socket.gethostname()}-{os.getpid()}"
+    by_session = {sp.session_id: sp for sp in specs}
+
     def report() -> None:
+        last: dict[str, tuple[float, int]] = {}
         while not stop.wait(stats_every_s):
-            doc = {"ts": wall_time(), "executor": f"{device}", "targets": executor.targets(),
-                   "sessions": executor.stats()}
+            now = clock.now()
+            sessions_doc = []
+            for st in executor.stats():
+                sid = st["session"]
+                t0, n0 = last.get(sid, (now - stats_every_s, 0))
+                st["rate_recent"] = (st["arrivals"] - n0) / max(1e-3, now - t0)
+                last[sid] = (now, st["arrivals"])
+                if sid in by_session:
+                    st["model"], st["slo_ms"] = by_session[sid].model, by_session[sid].slo_s * 1000
+                sessions_doc.append(st)
+            doc = {"ts": wall_time(), "executor": eid, "device": device, "targets": executor.targets(),
+                   "serving": sorted(t.rsplit(".req.", 1)[-1] for t in service.topics),
+                   "profiles": {m: p.to_dict() for m, p in executor.core._profiles.items()},
+                   "sessions": sessions_doc}
             try:
-                bus.publish(stats_topic, device.encode(), json.dumps(doc, default=str).encode())
+                bus.publish(stats_topic, eid.encode(), json.dumps(doc, default=str).encode())
             except Exception as e:
                 logger.warning("cannot publish stats: %s", e)
 
+    def follow() -> None:
+        """Apply the scheduler's plans: batch sizes, and which sessions' requests to consume."""
+        from vidnexus.gpu_executor.plans import assignment_of
+        from vidnexus.gpu_executor.scheduler import control_topic
+
+        bus.create_topic(control_topic(settings), 1, compacted=True)
+        consumer = bus.subscribe([control_topic(settings)], group=None, from_beginning=True)
+        seen = 0
+        while not stop.is_set():
+            for m in consumer.poll(timeout_s=0.5):
+                try:
+                    doc = json.loads(m.value)
+                except ValueError:
+                    continue
+                if int(doc.get("epoch", 0)) <= seen:
+                    continue
+                seen = int(doc["epoch"])
+                mine = assignment_of(doc, eid)
+                executor.set_targets(mine)
+                service.set_sessions(list(mine))
+                logger.info("plan epoch %d: serving %s", seen, mine or "nothing")
+        consumer.close()
+
     threading.Thread(target=report, daemon=True, name="vnx-stats").start()
+    if follow_plans:
+        threading.Thread(target=follow, daemon=True, name="vnx-plans").start()
     # Long-lived startup objects (models, profiles) need no garbage collection: freeze them so
     # collections stay short while serving.
     import gc

@@ -48,6 +48,7 @@ class ExecutorService:
             bus.create_topic(t, partitions)
         bus.create_topic(self.dead_letter, 1)
         self._stop = threading.Event()
+        self._resubscribe = False
         self._inflight = 0
         self._lock = threading.Lock()
         self.served = 0
@@ -55,6 +56,15 @@ class ExecutorService:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def set_sessions(self, session_ids: Sequence[str]) -> None:
+        """Consume only these sessions' request topics from now on (the plan moved the others away).
+        Requests already taken keep being served; the consumer group hands the partitions over."""
+        wanted = [request_topic(self.settings, s) for s in session_ids if s in self.sessions]
+        with self._lock:
+            if sorted(wanted) != sorted(self.topics):
+                self.topics = wanted
+                self._resubscribe = True
 
     def _publish_reply(self, reply_to: str, request_id: str, r: InferReply) -> None:
         wire = WireReply(request_id, r.session_id, r.ok, r.output, r.reason, r.latency_s, r.batch)
@@ -66,10 +76,24 @@ class ExecutorService:
             self._inflight -= 1
             self.served += 1
 
+    def _subscribe(self) -> Any:
+        with self._lock:
+            self._resubscribe = False
+            topics = list(self.topics)
+        return self.bus.subscribe(topics, group=f"{self.settings.topic_prefix}-executor") if topics else None
+
     def run(self) -> None:
-        consumer = self.bus.subscribe(self.topics, group=f"{self.settings.topic_prefix}-executor")
+        consumer = self._subscribe()
         try:
             while not self._stop.is_set():
+                if self._resubscribe:
+                    if consumer is not None:
+                        self._commit_when_answered(consumer)
+                        consumer.close()
+                    consumer = self._subscribe()
+                if consumer is None:
+                    self._stop.wait(0.2)
+                    continue
                 msgs = consumer.poll(timeout_s=0.2)
                 for m in msgs:
                     try:
@@ -90,9 +114,10 @@ class ExecutorService:
                 if msgs:
                     self._commit_when_answered(consumer)
         finally:
-            self._commit_when_answered(consumer, timeout_s=10)
-            self.bus.flush()
-            consumer.close()
+            if consumer is not None:
+                self._commit_when_answered(consumer, timeout_s=10)
+                self.bus.flush()
+                consumer.close()
 
     def _commit_when_answered(self, consumer: Any, timeout_s: float = 30.0) -> None:
         deadline = self.clock.now() + timeout_s

@@ -1,0 +1,125 @@
+"""Control plane over the real broker: two executor processes and the scheduler. Raising a
+session's rate changes the plan within one epoch; killing an executor re-plans its sessions onto
+the other within one epoch; every request meanwhile is answered or counted as dropped."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+from vidnexus.config import Settings
+from vidnexus.connectors.kafka_bus import KafkaBus
+from vidnexus.gpu_executor.client import ExecutorClient
+
+EPOCH_S = 4.0
+SESSIONS = ("lenet5-200ms", "mobilenet_v3_small-2000ms")
+
+
+def start(env, *args, ready):
+    p = subprocess.Popen([sys.executable, "-m", "vidnexus", *args], env=env, stderr=subprocess.PIPE,
+                         stdout=subprocess.DEVNULL, text=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        line = p.stderr.readline()
+        if ready in line:
+            threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()  # keep draining
+            return p
+        if not line and p.poll() is not None:
+            break
+    p.kill()
+    pytest.fail(f"`vidnexus {' '.join(args)}` did not start")
+
+
+class Plans:
+    def __init__(self, bus, settings):
+        self.c = bus.subscribe([settings.topic("control")], group=None, from_beginning=True)
+        self.docs = []
+
+    def wait(self, cond, timeout_s, what):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for m in self.c.poll(timeout_s=0.5):
+                self.docs.append(json.loads(m.value))
+            for d in self.docs:
+                if cond(d):
+                    return d
+        pytest.fail(f"no plan {what} within {timeout_s} s; last: {self.docs[-1] if self.docs else None}")
+
+
+def test_plans_follow_load_and_executor_failure(kafka_bootstrap, tmp_path):
+    prefix = f"sch{uuid.uuid4().hex[:8]}"
+    env = dict(os.environ, VNX_BUS="kafka", VNX_KAFKA_BOOTSTRAP=kafka_bootstrap, VNX_TOPIC_PREFIX=prefix,
+               VNX_DATA_DIR=str(tmp_path / "data"))
+    settings = Settings(bus="kafka", kafka_bootstrap=kafka_bootstrap, topic_prefix=prefix)
+    procs = {}
+    sched = None
+    bus = KafkaBus(kafka_bootstrap, timeout_s=10)
+    try:
+        for eid in ("e1", "e2"):
+            procs[eid] = start(env, "executor", "--id", eid, "--stats-every", "1", "--threads", "1",
+                               "-s", "lenet5:200", "-s", "mobilenet_v3_small:2000", ready="executor: serving")
+        sched = start(env, "scheduler", "--epoch", str(EPOCH_S), "--min-epoch", "1", ready="scheduler: running")
+        client = ExecutorClient(bus, settings, "load")
+        futures, rate = [], {"lenet5-200ms": 20.0, "mobilenet_v3_small-2000ms": 4.0}
+        stop = threading.Event()
+        digit, image = np.zeros((1, 28, 28), np.float32), np.zeros((3, 224, 224), np.float32)
+
+        def load():
+            t = {s: time.monotonic() for s in rate}
+            while not stop.is_set():
+                now = time.monotonic()
+                for s, r in rate.items():
+                    if now >= t[s]:
+                        x = digit if s.startswith("lenet5") else image
+                        futures.append(client.submit(s, x, slo_s=5.0))
+                        t[s] = now + 1.0 / r
+                time.sleep(0.002)
+
+        loader = threading.Thread(target=load, daemon=True)
+        loader.start()
+        plans = Plans(bus, settings)
+        first = plans.wait(lambda d: d["rates"].get("lenet5-200ms", 0) > 5 and len(d["executors"]) == 2,
+                           EPOCH_S * 4 + 10, "with both executors and the initial load")
+        rate["lenet5-200ms"] = 200.0
+        raised = time.monotonic()
+        plans.wait(lambda d: d["epoch"] > first["epoch"] and d["rates"].get("lenet5-200ms", 0) > 100,
+                   EPOCH_S + 4, "reflecting the raised rate")
+        assert time.monotonic() - raised <= EPOCH_S + 4
+        rate["lenet5-200ms"] = 20.0
+        latest = plans.docs[-1]
+        victim = next((e for e in ("e2", "e1") if latest["assignments"].get(e)), "e2")
+        survivor = "e1" if victim == "e2" else "e2"
+        procs[victim].send_signal(signal.SIGKILL)
+        procs[victim].wait()
+        killed = time.monotonic()
+        moved = plans.wait(lambda d: d["executors"] == [survivor] and
+                           set(d["assignments"].get(survivor, {})) >= set(SESSIONS), 3.0 + EPOCH_S + 4,
+                           "moving every session onto the surviving executor")
+        assert victim not in moved["assignments"]
+        assert time.monotonic() - killed <= 3.0 + EPOCH_S + 4
+        time.sleep(3)
+        stop.set()
+        loader.join()
+        bus.flush()
+        replies = [f.result(timeout=90) for f in futures]
+        assert len(replies) == len(futures) > 100
+        reasons = {r.reason for r in replies if not r.ok}
+        assert reasons <= {"early_drop", "deadline", "overload", "error"}
+        assert sum(r.ok for r in replies) > 0.5 * len(replies)
+        client.close()
+    finally:
+        for p in [*procs.values(), sched]:
+            if p is not None and p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        bus.close()

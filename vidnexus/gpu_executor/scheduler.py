@@ -1,0 +1,114 @@
+"""``vidnexus scheduler``: the epoch loop of the control plane.
+
+It reads executor stats from ``<prefix>.stats`` (per-session recent rates, SLOs, model profiles),
+and every epoch — ``epoch_s`` (default 30 s), earlier when a session's rate moves by more than
+``change`` or the set of live executors changes, but never more often than ``min_epoch_s`` — runs
+the incremental squishy planner, maps its nodes onto live executors, and publishes the plan to the
+compacted control topic ``<prefix>.control`` (key ``plan``). Executors apply it (batch sizes and the
+request topics they consume). The decisions are the pure functions of ``squishy``, ``epochs`` and
+``plans``; this module only moves documents.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any, Callable
+
+from vidnexus.clock import Clock, MonotonicClock, wall_time
+from vidnexus.config import Settings
+from vidnexus.connectors.bus import Bus
+from vidnexus.gpu_executor.epochs import assign_devices, replan
+from vidnexus.gpu_executor.plans import assign_executors, cover_idle_sessions, loads_from_stats, plan_document
+from vidnexus.gpu_executor.squishy import Plan, plan
+
+__all__ = ["SchedulerService", "control_topic"]
+
+logger = logging.getLogger(__name__)
+
+
+def control_topic(settings: Settings) -> str:
+    return settings.topic("control")
+
+
+class SchedulerService:
+    def __init__(self, bus: Bus, settings: Settings, *, epoch_s: float = 30.0, min_epoch_s: float = 10.0,
+                 change: float = 0.5, stale_s: float | None = None, clock: Clock | None = None,
+                 on_plan: Callable[[dict[str, Any]], None] | None = None) -> None:
+        if min_epoch_s > epoch_s:
+            raise ValueError(f"min_epoch_s ({min_epoch_s}) must not exceed epoch_s ({epoch_s})")
+        self.bus, self.settings = bus, settings
+        self.epoch_s, self.min_epoch_s, self.change = epoch_s, min_epoch_s, change
+        self.stale_s = stale_s if stale_s is not None else max(3.0, min_epoch_s)
+        self.clock = clock or MonotonicClock()
+        self.on_plan = on_plan
+        self.latest: dict[str, tuple[float, dict[str, Any]]] = {}
+        self.plan: Plan | None = None
+        self.epoch = 0
+        self.last_epoch_at = -1e18
+        self.last_rates: dict[str, float] = {}
+        self.last_alive: set[str] = set()
+        self.stop = threading.Event()
+        bus.create_topic(control_topic(settings), 1, compacted=True)
+        bus.create_topic(settings.topic("stats"), 1)
+
+    def alive(self, now: float) -> list[str]:
+        return sorted(e for e, (t, _) in self.latest.items() if now - t <= self.stale_s)
+
+    def due(self, now: float) -> bool:
+        since = now - self.last_epoch_at
+        if since >= self.epoch_s:
+            return True
+        if since < self.min_epoch_s:
+            return False
+        alive = set(self.alive(now))
+        if alive != self.last_alive:
+            return True
+        loads, _ = loads_from_stats([self.latest[e][1] for e in alive])
+        for s in loads:
+            old = self.last_rates.get(s.session_id, 0.0)
+            if abs(s.rate - old) > self.change * max(old, 1.0):
+                return True
+        return False
+
+    def run_epoch(self, now: float) -> dict[str, Any]:
+        alive = self.alive(now)
+        loads, profiles = loads_from_stats([self.latest[e][1] for e in alive])
+        prev = self.plan
+        if prev is not None:
+            from dataclasses import replace
+
+            prev = replace(prev, nodes=tuple(n for n in prev.nodes if n.device_id in alive))
+        new = replan(prev, loads, profiles) if prev is not None else assign_devices(plan(loads, profiles), "new")
+        new, short = assign_executors(new, alive)
+        self.epoch += 1
+        doc = cover_idle_sessions(plan_document(new, self.epoch, wall_time(), short),
+                                  {e: self.latest[e][1] for e in alive})
+        doc["rates"] = {s.session_id: round(s.rate, 2) for s in loads}
+        doc["executors"] = alive
+        self.bus.publish(control_topic(self.settings), b"plan", json.dumps(doc).encode())
+        self.bus.flush()
+        self.plan, self.last_epoch_at = new, now
+        self.last_rates = {s.session_id: s.rate for s in loads}
+        self.last_alive = set(alive)
+        logger.info("epoch %d: %d sessions on %d executors, %d moved", self.epoch, len(loads), new.devices, new.moved)
+        if self.on_plan:
+            self.on_plan(doc)
+        return doc
+
+    def run(self) -> None:
+        consumer = self.bus.subscribe([self.settings.topic("stats")], group=None, from_beginning=False)
+        try:
+            while not self.stop.is_set():
+                for m in consumer.poll(timeout_s=0.5):
+                    try:
+                        doc = json.loads(m.value)
+                        self.latest[str(doc["executor"])] = (self.clock.now(), doc)
+                    except (ValueError, KeyError) as e:
+                        logger.warning("ignoring a malformed stats message: %s", e)
+                now = self.clock.now()
+                if self.latest and self.due(now):
+                    self.run_epoch(now)
+        finally:
+            consumer.close()
