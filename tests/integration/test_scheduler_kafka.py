@@ -60,6 +60,7 @@ def test_plans_follow_load_and_executor_failure(kafka_bootstrap, tmp_path):
     settings = Settings(bus="kafka", kafka_bootstrap=kafka_bootstrap, topic_prefix=prefix)
     procs = {}
     sched = None
+    stop = threading.Event()
     bus = KafkaBus(kafka_bootstrap, timeout_s=10)
     try:
         for eid in ("e1", "e2"):
@@ -68,7 +69,6 @@ def test_plans_follow_load_and_executor_failure(kafka_bootstrap, tmp_path):
         sched = start(env, "scheduler", "--epoch", str(EPOCH_S), "--min-epoch", "1", ready="scheduler: running")
         client = ExecutorClient(bus, settings, "load")
         futures, rate = [], {"lenet5-200ms": 20.0, "mobilenet_v3_small-2000ms": 4.0}
-        stop = threading.Event()
         digit, image = np.zeros((1, 28, 28), np.float32), np.zeros((3, 224, 224), np.float32)
 
         def load():
@@ -115,6 +115,7 @@ def test_plans_follow_load_and_executor_failure(kafka_bootstrap, tmp_path):
         assert sum(r.ok for r in replies) > 0.5 * len(replies)
         client.close()
     finally:
+        stop.set()
         for p in [*procs.values(), sched]:
             if p is not None and p.poll() is None:
                 p.terminate()

@@ -183,6 +183,10 @@ class DutyCycle:
     def profile(self, model: str) -> Profile:
         return self._profiles[model]
 
+    def profiles(self) -> dict[str, Profile]:
+        """Every model's current profile (refreshed online from observed batches)."""
+        return dict(self._profiles)
+
     # -- requests -----------------------------------------------------------------------------
     def enqueue(self, session_id: str, request_id: int, deadline: float, now: float) -> Dropped | None:
         """Queue a request; a full queue sheds it (reason ``overload``), an unknown session too

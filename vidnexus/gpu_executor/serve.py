@@ -131,17 +131,17 @@ def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu"
         while not stop.wait(stats_every_s):
             now = clock.now()
             sessions_doc = []
-            for st in executor.stats():
-                sid = st["session"]
+            seen = {st["session"]: st for st in executor.stats()}
+            for sid in by_session:  # every hosted session, also those that had no request yet
+                st = seen.get(sid, {"session": sid, "arrivals": 0, "replies": 0, "drops": {}})
                 t0, n0 = last.get(sid, (now - stats_every_s, 0))
                 st["rate_recent"] = (st["arrivals"] - n0) / max(1e-3, now - t0)
                 last[sid] = (now, st["arrivals"])
-                if sid in by_session:
-                    st["model"], st["slo_ms"] = by_session[sid].model, by_session[sid].slo_s * 1000
+                st["model"], st["slo_ms"] = by_session[sid].model, by_session[sid].slo_s * 1000
                 sessions_doc.append(st)
             doc = {"ts": wall_time(), "executor": eid, "device": device, "targets": executor.targets(),
                    "serving": sorted(t.rsplit(".req.", 1)[-1] for t in service.topics),
-                   "profiles": {m: p.to_dict() for m, p in executor.core._profiles.items()},
+                   "profiles": {m: p.to_dict() for m, p in executor.core.profiles().items()},
                    "sessions": sessions_doc}
             try:
                 bus.publish(stats_topic, eid.encode(), json.dumps(doc, default=str).encode())
