@@ -78,7 +78,7 @@ def test_plans_follow_load_and_executor_failure(kafka_bootstrap, tmp_path):
                 for s, r in rate.items():
                     if now >= t[s]:
                         x = digit if s.startswith("lenet5") else image
-                        futures.append(client.submit(s, x, slo_s=5.0))
+                        futures.append((time.monotonic(), client.submit(s, x, slo_s=5.0)))
                         t[s] = now + 1.0 / r
                 time.sleep(0.002)
 
@@ -87,9 +87,10 @@ def test_plans_follow_load_and_executor_failure(kafka_bootstrap, tmp_path):
         plans = Plans(bus, settings)
         first = plans.wait(lambda d: d["rates"].get("lenet5-200ms", 0) > 5 and len(d["executors"]) == 2,
                            EPOCH_S * 4 + 10, "with both executors and the initial load")
-        rate["lenet5-200ms"] = 200.0
+        rate["lenet5-200ms"] = 200.0  # 10×; the loader thread may reach less on a busy machine
         raised = time.monotonic()
-        plans.wait(lambda d: d["epoch"] > first["epoch"] and d["rates"].get("lenet5-200ms", 0) > 100,
+        base = first["rates"]["lenet5-200ms"]
+        plans.wait(lambda d: d["epoch"] > first["epoch"] and d["rates"].get("lenet5-200ms", 0) > 2 * base,
                    EPOCH_S + 4, "reflecting the raised rate")
         assert time.monotonic() - raised <= EPOCH_S + 4
         rate["lenet5-200ms"] = 20.0
@@ -104,15 +105,20 @@ def test_plans_follow_load_and_executor_failure(kafka_bootstrap, tmp_path):
                            "moving every session onto the surviving executor")
         assert victim not in moved["assignments"]
         assert time.monotonic() - killed <= 3.0 + EPOCH_S + 4
-        time.sleep(3)
+        # The dead member's partitions stay with it until Kafka's session timeout (6 s) expires and
+        # the group rebalances; what it held is redelivered late and ends as deadline drops. Requests
+        # sent well after that are served by the survivor.
+        time.sleep(20)
+        recovered = time.monotonic() - 4
         stop.set()
         loader.join()
         bus.flush()
-        replies = [f.result(timeout=90) for f in futures]
-        assert len(replies) == len(futures) > 100
-        reasons = {r.reason for r in replies if not r.ok}
+        replies = [(t, f.result(timeout=90)) for t, f in futures]
+        assert len(replies) == len(futures) > 100  # every request answered or dropped, none lost
+        reasons = {r.reason for _, r in replies if not r.ok}
         assert reasons <= {"early_drop", "deadline", "overload", "error"}
-        assert sum(r.ok for r in replies) > 0.5 * len(replies)
+        late = [r for t, r in replies if t >= recovered]
+        assert late and sum(r.ok for r in late) >= 0.8 * len(late), [r.reason for r in late if not r.ok][:5]
         client.close()
     finally:
         stop.set()

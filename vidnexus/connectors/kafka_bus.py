@@ -168,9 +168,11 @@ class KafkaGroupConsumer:
                 client_id=f"vnx-{group or 'reader'}",
                 enable_auto_commit=False,
                 auto_offset_reset="earliest" if from_beginning else "latest",
-                session_timeout_ms=10_000,
+                # A dead member's partitions move after the session timeout; 6 s is the broker's
+                # default minimum. A rebalance waits at most max_poll_interval for members to rejoin.
+                session_timeout_ms=6_000,
                 heartbeat_interval_ms=1_000,
-                max_poll_interval_ms=300_000,
+                max_poll_interval_ms=60_000,
                 fetch_max_bytes=bus.max_message_bytes * 2,
                 max_partition_fetch_bytes=bus.max_message_bytes,
                 **bus._common,
