@@ -362,11 +362,20 @@ def ingest(
     bus.create_topic(topic, 8)
     sup = IngestSupervisor(_registry(), bus, topic, shard=i, shards=n, poll_s=poll)
 
+    from vidnexus.clock import MonotonicClock
+
+    clock = MonotonicClock()  # the workers' clock: status times are on it
+
     def table(statuses: list[Any]) -> Table:
-        t = Table("stream", "state", "decoded", "sampled", "published", "stale", "errors", "reconnects", "reason")
+        t = Table("stream", "state", "decoded", "dec fps", "sampled", "smp fps", "published", "since last",
+                  "stale", "errors", "reconnects", "reason")
+        now = clock.now()
         for s in sorted(statuses, key=lambda s: s.name):
-            t.add_row(s.name, s.state, str(s.decoded), str(s.sampled), str(s.published), str(s.stale),
-                      str(s.errors), str(s.reconnects), s.reason[:60])
+            up = max(1e-3, now - s.started) if s.started else 0.0
+            since = f"{now - s.last_publish:.1f}s" if s.last_publish is not None and s.state == "running" else ""
+            t.add_row(s.name, s.state, str(s.decoded), f"{s.decoded / up:.1f}" if up else "", str(s.sampled),
+                      f"{s.sampled / up:.1f}" if up else "", str(s.published), since, str(s.stale), str(s.errors),
+                      str(s.reconnects), s.reason[:60])
         return t
 
     import signal
