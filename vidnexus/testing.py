@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, Iterable, Iterator, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, Sequence, TypeVar
+
+if TYPE_CHECKING:
+    from vidnexus.gpu_executor.profile import Profile
 
 __all__ = ["FakeClock", "ListSource", "ListSink", "FakeRunner", "linear_profile"]
 
@@ -75,7 +78,7 @@ class ListSink(Generic[T]):
         self.items.extend(items)
 
 
-def linear_profile(alpha_ms: float, beta_ms: float, max_batch: int = 64) -> "Profile":  # noqa: F821
+def linear_profile(alpha_ms: float, beta_ms: float, max_batch: int = 64) -> "Profile":
     """A batching profile ℓ(b) = αb + β (milliseconds in, seconds stored)."""
     from vidnexus.gpu_executor.profile import Profile
 
@@ -88,7 +91,7 @@ class FakeRunner:
 
     def __init__(
         self,
-        profile: "Profile",  # noqa: F821
+        profile: "Profile",
         clock: FakeClock | None = None,
         fn: Callable[[Any], Any] = lambda x: x,
     ) -> None:

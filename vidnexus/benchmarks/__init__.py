@@ -4,62 +4,28 @@ repository's ``bench/results/``."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import importlib
+from typing import Any
 
 from vidnexus.errors import VidnexusError
 
 __all__ = ["run_benchmark", "BENCHMARKS"]
 
-
-def _drop_policies(quick: bool, console: Any) -> dict[str, Any]:
-    from vidnexus.benchmarks.drop_policies import run
-
-    return run(quick=quick, console=console)
-
-
-def _prefix(quick: bool, console: Any) -> dict[str, Any]:
-    from vidnexus.benchmarks.prefix_bench import run
-
-    return run(quick=quick, console=console)
-
-
-def _multiplex(quick: bool, console: Any) -> dict[str, Any]:
-    from vidnexus.benchmarks.multiplex import run
-
-    return run(quick=quick, console=console)
-
-
-def _scheduler(quick: bool, console: Any) -> dict[str, Any]:
-    from vidnexus.benchmarks.scheduler_bench import run
-
-    return run(quick=quick, console=console)
-
-
-def _latency_split(quick: bool, console: Any) -> dict[str, Any]:
-    from vidnexus.benchmarks.latency_split_bench import run
-
-    return run(quick=quick, console=console)
-
-
-def _ingest(quick: bool, console: Any) -> dict[str, Any]:
-    from vidnexus.benchmarks.ingest_bench import run
-
-    return run(quick=quick, console=console)
-
-
-BENCHMARKS: dict[str, Callable[[bool, Any], dict[str, Any]]] = {
-    "ingest": _ingest,
-    "latency-split": _latency_split,
-    "scheduler": _scheduler,
-    "drop-policies": _drop_policies,
-    "prefix": _prefix,
-    "multiplex": _multiplex,
+BENCHMARKS: dict[str, str] = {
+    "drop-policies": "vidnexus.benchmarks.drop_policies",
+    "prefix": "vidnexus.benchmarks.prefix_bench",
+    "multiplex": "vidnexus.benchmarks.multiplex",
+    "scheduler": "vidnexus.benchmarks.scheduler_bench",
+    "latency-split": "vidnexus.benchmarks.latency_split_bench",
+    "ingest": "vidnexus.benchmarks.ingest_bench",
 }
+"""Benchmark name → module with ``run(quick, console)`` (imported only when that benchmark runs)."""
 
 
 def run_benchmark(name: str, *, quick: bool, console: Any) -> dict[str, Any]:
     try:
-        fn = BENCHMARKS[name]
+        module = BENCHMARKS[name]
     except KeyError:
         raise VidnexusError(f"unknown benchmark {name!r}; available: {', '.join(sorted(BENCHMARKS))}") from None
-    return fn(quick, console)
+    result: dict[str, Any] = importlib.import_module(module).run(quick=quick, console=console)
+    return result

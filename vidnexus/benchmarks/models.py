@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-__all__ = ["resnet18_trunk", "headed_variants", "separate_copies"]
+__all__ = ["resnet18_trunk", "headed_variants", "separate_copies", "profile_resnet18_variant"]
 
 
 def resnet18_trunk() -> Any:
@@ -33,3 +33,16 @@ def headed_variants(k: int, classes: int = 10, seed: int = 0) -> dict[str, Any]:
 def separate_copies(models: dict[str, Any]) -> dict[str, Any]:
     """The same models with no shared objects (what serving them without prefix batching holds)."""
     return {k: copy.deepcopy(m) for k, m in models.items()}
+
+
+def profile_resnet18_variant(x: Any) -> Any:
+    """ℓ(b) of one ResNet-18 variant on ``x``-shaped inputs, b = 1…32 (two torch threads)."""
+    import torch
+
+    from vidnexus.gpu_executor.profiler import profile_runner
+    from vidnexus.gpu_executor.runner import TorchRunner
+
+    torch.set_num_threads(2)
+    runner = TorchRunner("r18", headed_variants(1)["variant0"], postprocess=lambda t: None)
+    prof, _ = profile_runner(runner, lambda: x, [1, 2, 4, 8, 16, 32], repeats=3)
+    return prof

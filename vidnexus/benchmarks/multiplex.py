@@ -17,22 +17,17 @@ SHAPE = (3, 64, 64)
 
 def run(quick: bool, console: Any) -> dict[str, Any]:
     import numpy as np
-    import torch
     from rich.table import Table
 
-    from vidnexus.benchmarks.models import headed_variants, separate_copies
+    from vidnexus.benchmarks.models import headed_variants, profile_resnet18_variant, separate_copies
     from vidnexus.gpu_executor.backend import SessionSpec
     from vidnexus.gpu_executor.executor import Executor
-    from vidnexus.gpu_executor.profiler import profile_runner
     from vidnexus.gpu_executor.runner import TorchRunner
     from vidnexus.sim.loadgen import arrivals, merge
 
-    torch.set_num_threads(2)
     t_start = time.perf_counter()
     x = np.random.default_rng(0).random(SHAPE, dtype=np.float32)
-    base = headed_variants(1)["variant0"]
-    prof, _ = profile_runner(TorchRunner("r18", base, postprocess=lambda t: None), lambda: x,
-                             [1, 2, 4, 8, 16, 32], repeats=3)
+    prof = profile_resnet18_variant(x)
     slo = max(0.150, 6 * prof.latency(1))
     t_sat = prof.throughput(max(1, prof.max_batch_within(slo / 2)))
     ks = (2, 4) if quick else (1, 2, 3, 4)

@@ -53,20 +53,14 @@ def _system(k: int, prefix: bool, prof: Any, slo: float) -> tuple[Callable[[], A
 
 def run(quick: bool, console: Any) -> dict[str, Any]:
     import numpy as np
-    import torch
     from rich.table import Table
 
-    from vidnexus.benchmarks.models import headed_variants
-    from vidnexus.gpu_executor.profiler import profile_runner
-    from vidnexus.gpu_executor.runner import TorchRunner
+    from vidnexus.benchmarks.models import profile_resnet18_variant
     from vidnexus.sim.loadgen import arrivals, merge
 
-    torch.set_num_threads(2)
     t_start = time.perf_counter()
     x = np.random.default_rng(0).random(SHAPE, dtype=np.float32)
-    one = headed_variants(1)["variant0"]
-    prof, _ = profile_runner(TorchRunner("r18", one, postprocess=lambda t: None), lambda: x,
-                             [1, 2, 4, 8, 16, 32], repeats=3)
+    prof = profile_resnet18_variant(x)
     slo = max(0.100, 4 * prof.latency(1))
     ks = (1, 8) if quick else (1, 4, 8, 16)
     duration = 2.0 if quick else 6.0

@@ -18,7 +18,6 @@ from vidnexus.errors import ConfigError
 from vidnexus.gpu_executor.backend import SessionSpec
 from vidnexus.gpu_executor.executor import Executor
 from vidnexus.gpu_executor.metrics import ExecutorMetrics
-from vidnexus.gpu_executor.profile import Profile
 from vidnexus.gpu_executor.service import ExecutorService, session_name
 
 __all__ = ["SessionArg", "parse_session", "build_runner", "serve"]

@@ -15,7 +15,7 @@ Example (Nexus Table 2): A at b=8 and B at b=4 share one device with a 125 ms du
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from vidnexus.gpu_executor.profile import Profile

@@ -22,13 +22,11 @@ class ZooEntry:
         input_shape: tuple[int, int, int],
         task: str,
         description: str,
-        prefix_layers: int | None = None,
     ) -> None:
         self.factory = factory
         self.input_shape = input_shape
         self.task = task
         self.description = description
-        self.prefix_layers = prefix_layers
 
 
 def lenet5(num_classes: int = 10) -> Any:

@@ -5,13 +5,18 @@ under ``settings.work_dir`` (data, logs, pid files); downloads are cached under
 ``settings.cache_dir``.
 """
 
+from typing import TYPE_CHECKING
+
 from vidnexus.services.base import LocalService, ServiceStatus
 from vidnexus.services.clickhouse import ClickHouseService
 from vidnexus.services.kafka import KafkaService
 
+if TYPE_CHECKING:
+    from vidnexus.config import Settings
+
 __all__ = ["LocalService", "ServiceStatus", "KafkaService", "ClickHouseService", "all_services"]
 
 
-def all_services(settings: "Settings") -> list[LocalService]:  # noqa: F821
+def all_services(settings: "Settings") -> list[LocalService]:
     """Kafka then ClickHouse, configured from ``settings``."""
     return [KafkaService(settings), ClickHouseService(settings)]

@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import uuid
 from importlib import resources
-from pathlib import Path
 
 from vidnexus.config import Settings
 from vidnexus.errors import ServiceError
@@ -150,7 +149,3 @@ def _cluster_id() -> str:
     import base64
 
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def libs_dir(settings: Settings) -> Path:
-    return KafkaService(settings).libs
