@@ -105,7 +105,7 @@ def demo(
     streams: int = typer.Option(3, min=1, max=32, help="Number of synthetic camera streams."),
     seconds: float = typer.Option(20.0, min=1.0, help="Length of each stream (seconds of video)."),
     sample_fps: float = typer.Option(5.0, min=0.1, help="Sampling rate per stream (frames/s)."),
-    slo_ms: float = typer.Option(100.0, min=1.0, help="Latency SLO of the digit-reader session."),
+    slo_ms: float = typer.Option(200.0, min=1.0, help="End-to-end latency SLO of the app (ingest to row)."),
     fast: bool = typer.Option(False, help="Do not pace sources at real time."),
 ) -> None:
     """Run an end-to-end demo on the embedded default (in-process bus + chdb) and print SQL results."""
@@ -135,8 +135,9 @@ def demo(
         f"{rep.get('train_seconds', '?')} s, held-out accuracy {100 * rep.get('heldout_accuracy', 0):.2f}% "
         f"on {rep.get('heldout_examples', '?')} cells"
     )
-    console.print(f"sampled frames: {res.sampled}, rows written: {res.rows} "
-                  f"(every sampled frame is a row: read, or dropped with its reason)")
+    console.print(f"sampled frames: {res.sampled}, accounted in vnx_frames: {res.rows} "
+                  f"({', '.join(f'{k} {v}' for k, v in sorted(res.status.items())) or 'none'}); "
+                  "each frame is a row in hud_reads or a drop with its reason")
     for s in res.executor_stats:
         console.print(
             f"executor session [bold]{s['session']}[/]: {s['arrivals']} requests, mean batch "

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, Se
 
 if TYPE_CHECKING:
     from vidnexus.gpu_executor.profile import Profile
+    from vidnexus.streams.frame import Frame
 
-__all__ = ["FakeClock", "ListSource", "ListSink", "FakeRunner", "linear_profile"]
+__all__ = ["FakeClock", "ListSource", "ListSink", "FakeRunner", "linear_profile", "MemoryStore", "frame_factory"]
 
 T = TypeVar("T")
 
@@ -105,3 +106,53 @@ class FakeRunner:
         if self.clock is not None:
             self.clock.advance(self.profile.latency(len(inputs)))
         return [self.fn(x) for x in inputs]
+
+
+class MemoryStore:
+    """A Store for operator tests: tables are lists of row tuples in ``rows``; ``query`` answers only
+    the column lookup ``ensure_table`` makes. Use chdb or the server for SQL."""
+
+    version = (26, 0)
+
+    def __init__(self) -> None:
+        self.rows: dict[str, list[tuple[Any, ...]]] = {}
+        self.schemas: dict[str, Any] = {}
+
+    def execute(self, sql: str) -> None:
+        pass
+
+    def query(self, sql: str) -> Any:
+        from vidnexus.connectors.store import QueryResult
+
+        for name, schema in self.schemas.items():
+            if f"table = '{name}'" in sql:
+                return QueryResult(("name", "type"), ("String", "String"),
+                                   [(c.name, c.type) for c in schema.columns])
+        return QueryResult(("name", "type"), ("String", "String"), [])
+
+    def insert(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> int:
+        batch = [tuple(r) for r in rows]
+        self.rows.setdefault(table, []).extend(batch)
+        return len(batch)
+
+    def create_table(self, schema: Any) -> None:
+        self.schemas[schema.name] = schema
+        self.rows.setdefault(schema.name, [])
+
+    def close(self) -> None:
+        pass
+
+
+def frame_factory(stream: str, frame_no: int, *, image: Any = None, fps: float = 10.0,
+                  ingest_ts: float | None = None, tags: dict[str, str] | None = None) -> "Frame":
+    """A sampled Frame for tests: raw BGR ``image`` (a black 32×24 by default), pts from ``fps``,
+    ``ingest_ts`` now by default (so deadlines are in the future)."""
+    import numpy as np
+
+    from vidnexus.clock import wall_time
+    from vidnexus.streams.frame import Frame
+
+    img = np.zeros((24, 32, 3), np.uint8) if image is None else np.ascontiguousarray(image, np.uint8)
+    ts = wall_time() if ingest_ts is None else ingest_ts
+    return Frame(stream, frame_no, frame_no / fps, ts, ts, img.shape[1], img.shape[0], "raw", img.tobytes(),
+                 dict(tags or {}))

@@ -20,6 +20,7 @@ PURE = [
     "gpu_executor/epochs.py",
     "gpu_executor/baselines.py",
     "streams/sampling.py",
+    "operators/windows.py",
     "sim/loadgen.py",
     "sim/simulator.py",
     "sim/cluster.py",

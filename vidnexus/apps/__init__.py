@@ -1,13 +1,17 @@
 """Apps that ship with vidnexus. Streams are registered for apps by name, so an unknown name is an
-error at registration time. The traffic, game and dance apps arrive with their issue; today the
-embedded HUD demo is the one app."""
+error at registration time. ``APP_REFS`` maps each built-in name to its import string, which is
+what ``vidnexus worker`` and the runtimes load."""
 
 from __future__ import annotations
 
-__all__ = ["APPS", "known_apps"]
+__all__ = ["APPS", "APP_REFS", "known_apps"]
 
 APPS: dict[str, str] = {
-    "hud": "embedded demo: read game-HUD digits (vidnexus demo hud)",
+    "hud": "read game-HUD digits: score and kills per frame (vidnexus demo hud)",
+}
+
+APP_REFS: dict[str, str] = {
+    "hud": "vidnexus.apps.hud:app",
 }
 
 

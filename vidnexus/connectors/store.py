@@ -33,6 +33,7 @@ __all__ = [
     "open_store",
     "parse_version",
     "insert_batches",
+    "ensure_table",
 ]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -184,6 +185,37 @@ def insert_batches(
         send(buf)
         n += len(buf)
     return n
+
+
+def ensure_table(store: Store, schema: TableSchema) -> list[str]:
+    """Create ``schema``'s table, or migrate an existing one by adding the columns it lacks.
+    Returns the columns added. Changing a column's type or the key is not done silently.
+
+    Raises:
+        ConfigError: an existing column has another type, or the table's key differs.
+    """
+    from vidnexus.errors import ConfigError
+
+    found = store.query(
+        "SELECT name, type FROM system.columns WHERE database = currentDatabase() "
+        f"AND table = {quote(schema.name)}"
+    ).rows
+    if not found:
+        store.create_table(schema)
+        return []
+    have = {str(n): str(t) for n, t in found}
+    added = []
+    for c in schema.columns:
+        want = adapt_type(c.type, store.version)
+        if c.name not in have:
+            store.execute(f"ALTER TABLE {schema.name} ADD COLUMN `{c.name}` {want}")
+            added.append(c.name)
+        elif have[c.name] != want:
+            raise ConfigError(
+                f"table {schema.name}: column {c.name} is {have[c.name]} in the store but the app declares "
+                f"{want}; rename the column or migrate the table by hand"
+            )
+    return added
 
 
 def open_store(settings: "Settings") -> Store:

@@ -20,7 +20,7 @@ from vidnexus.gpu_executor.executor import Executor
 from vidnexus.gpu_executor.metrics import ExecutorMetrics
 from vidnexus.gpu_executor.service import ExecutorService, session_name
 
-__all__ = ["SessionArg", "parse_session", "build_runner", "serve"]
+__all__ = ["SessionArg", "parse_session", "build_runner", "prepare_models", "serve"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,39 +64,53 @@ def build_runner(settings: Settings, model: str, device: str, weights: Path | No
     return TorchRunner(model, module, device, postprocess=post, list_input=detection), spec
 
 
+def prepare_models(
+    settings: Settings, models: list[str], device: str = "cpu", weights: dict[str, Path] | None = None,
+    loaders: dict[str, Callable[[Settings], Any]] | None = None,
+    shapes: dict[str, tuple[int, ...]] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Runners and profiles for ``models``, every batch size warmed up.
+
+    A model comes from the repository (with local ``weights`` if given), or from ``loaders[name]``
+    (a function returning a torch module, with its input shape in ``shapes[name]``). Profiles are
+    measured once per (model, device) and cached under the data directory."""
+    import numpy as np
+
+    from vidnexus.gpu_executor.profiler import load_profile, profile_runner, save_profile
+    from vidnexus.gpu_executor.runner import TorchRunner
+
+    runners: dict[str, Any] = {}
+    profiles: dict[str, Any] = {}
+    for name in dict.fromkeys(models):
+        if loaders and name in loaders:
+            module = loaders[name](settings)
+            runners[name] = TorchRunner(name, module, device, postprocess=lambda t: t.tolist())
+            shape = (shapes or {})[name]
+        else:
+            runners[name], spec = build_runner(settings, name, device, (weights or {}).get(name))
+            shape = spec.input_shape
+        x = np.zeros(shape, np.float32)
+        prof = load_profile(settings.data_dir / "profiles", name, device)
+        if prof is None:
+            prof, _ = profile_runner(runners[name], lambda x=x: x, [1, 2, 4, 8], repeats=2, warmup=1)
+            save_profile(settings.data_dir / "profiles", name, device, prof)
+        profiles[name] = prof
+        # The first batch of each new size builds kernels (100+ ms on a CPU): do it before serving,
+        # for every batch size a plan may choose (plans stay within the profile).
+        for b in range(1, prof.max_batch + 1):
+            runners[name]([x] * b)
+    return runners, profiles
+
+
 def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu", policy: str = "early_drop",
           weights: dict[str, Path] | None = None, stats_every_s: float = 5.0,
           ready: Callable[[], None] | None = None, executor_id: str | None = None,
           follow_plans: bool = True) -> None:
     """Run until SIGTERM/SIGINT."""
-    import numpy as np
-
-    from vidnexus.gpu_executor.profiler import load_profile, profile_runner, save_profile
-
     if not sessions:
         raise ConfigError("give at least one --session MODEL:SLO_MS")
-    runners, profiles = {}, {}
-    build_shape: dict[str, tuple[int, ...]] = {}
-    for s in sessions:
-        if s.model in runners:
-            continue
-        runners[s.model], spec = build_runner(settings, s.model, device, (weights or {}).get(s.model))
-        build_shape[s.model] = spec.input_shape
-        prof = load_profile(settings.data_dir / "profiles", s.model, device)
-        if prof is None:
-            x = np.zeros(spec.input_shape, np.float32)
-            prof, _ = profile_runner(runners[s.model], lambda x=x: x, [1, 2, 4, 8], repeats=2, warmup=1)
-            save_profile(settings.data_dir / "profiles", s.model, device, prof)
-        profiles[s.model] = prof
+    runners, profiles = prepare_models(settings, [s.model for s in sessions], device, weights)
     specs = [SessionSpec(s.session_id, s.model, s.slo_ms / 1000, policy=policy) for s in sessions]  # type: ignore[arg-type]
-    # The first batch of each new size builds kernels (100+ ms on a CPU): do it before serving.
-    warmed = set()
-    for s in sessions:  # every batch size a plan may choose (plans stay within the profile)
-        if s.model not in warmed:
-            warmed.add(s.model)
-            x = np.zeros(build_shape[s.model], np.float32)
-            for b in range(1, profiles[s.model].max_batch + 1):
-                runners[s.model]([x] * b)
     registry = None
     if settings.metrics_port:
         from prometheus_client import CollectorRegistry, start_http_server

@@ -58,6 +58,13 @@ def _ssdlite() -> Any:
     return ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None)
 
 
+def _hud_digits() -> Any:
+    from vidnexus.config import load_settings
+    from vidnexus.training.digits import load_or_train
+
+    return load_or_train(load_settings().data_dir / "models")[0]
+
+
 def _keypoint() -> Any:
     from torchvision.models.detection import keypointrcnn_resnet50_fpn
 
@@ -65,7 +72,11 @@ def _keypoint() -> Any:
 
 
 ZOO: dict[str, ZooEntry] = {
-    "lenet5": ZooEntry(lenet5, (1, 28, 28), "classify", "LeNet-5 digit reader (10 classes)"),
+    "lenet5": ZooEntry(lenet5, (1, 28, 28), "classify", "LeNet-5 architecture (10 classes, random weights)"),
+    "hud_digits": ZooEntry(
+        _hud_digits, (1, 28, 28), "classify",
+        "LeNet-5 trained by the project on rendered HUD digits (trained on first use, ~25 s; cached)",
+    ),
     "resnet18": ZooEntry(_tv("resnet18"), (3, 224, 224), "classify", "ResNet-18, ImageNet head"),
     "resnet50": ZooEntry(_tv("resnet50"), (3, 224, 224), "classify", "ResNet-50, ImageNet head"),
     "mobilenet_v3_small": ZooEntry(

@@ -1,0 +1,374 @@
+"""Running a chain on one frame: the part both runtimes share.
+
+:meth:`ChainEngine.run` takes a :class:`~vidnexus.streams.frame.Frame` and returns a
+:class:`FrameOutcome`: the rows for each table (identity columns first) and the frame's accounting
+(``ok``, ``partial``, ``dropped`` or ``error``, with drop reasons). Only the DNN calls differ between
+runtimes, behind :class:`InferBackend`. The engine also counts calls per DNN-graph edge, which is the
+fan-out the latency split needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections.abc as cabc
+import logging
+import zlib
+from collections import Counter
+from dataclasses import asdict, dataclass, field, is_dataclass
+from typing import Any, Protocol, Sequence
+
+from vidnexus.connectors.store import Column, TableSchema
+from vidnexus.operators.chain import App, Inferred, Model, Step
+from vidnexus.operators.windows import TumblingWindows
+from vidnexus.streams.frame import Frame
+
+__all__ = ["Reply", "InferBackend", "FrameOutcome", "ChainEngine", "FRAMES_TABLE", "StepError", "FanOut",
+           "KeyedDispatcher", "wants"]
+
+logger = logging.getLogger(__name__)
+
+FRAMES_TABLE = TableSchema(
+    "vnx_frames",
+    (
+        Column("app", "LowCardinality(String)"),
+        Column("stream", "String"),
+        Column("frame_no", "UInt64"),
+        Column("status", "LowCardinality(String)"),
+        Column("reasons", "String"),
+        Column("rows", "UInt32"),
+        Column("drops", "UInt32"),
+        Column("latency_ms", "Float32"),
+        Column("ingest_ts", "Float64"),
+    ),
+    order_by=("app", "stream", "frame_no"),
+    engine="ReplacingMergeTree()",
+)
+"""One row per sampled frame an app saw: every frame ends here as ``ok``/``partial`` (rows written)
+or ``dropped``/``error`` with its reasons, e.g. ``early_drop:2,deadline:1``."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    ok: bool
+    output: Any = None
+    reason: str | None = None
+
+
+class InferBackend(Protocol):
+    """DNN calls: one reply per input, in order. Dropped requests are replies with a reason."""
+
+    async def infer(self, model: Model, inputs: Sequence[Any], deadline_wall: float) -> list[Reply]: ...
+
+
+class StepError(Exception):
+    """A user step failed or returned the wrong kind of value; the message names the step."""
+
+
+@dataclass
+class FrameOutcome:
+    stream: str
+    frame_no: int
+    status: str = "ok"
+    reasons: Counter[str] = field(default_factory=Counter)
+    rows: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)
+    elements_done: int = 0
+    latency_ms: float = 0.0
+    ingest_ts: float = 0.0
+
+    @property
+    def drops(self) -> int:
+        return sum(self.reasons.values())
+
+    def row_count(self) -> int:
+        return sum(len(r) for r in self.rows.values())
+
+    def frames_row(self, app: str) -> tuple[Any, ...]:
+        reasons = ",".join(f"{k}:{v}" for k, v in sorted(self.reasons.items()))
+        return (app, self.stream, self.frame_no, self.status, reasons, self.row_count(), self.drops,
+                self.latency_ms, self.ingest_ts)
+
+
+@dataclass
+class _Item:
+    value: Any
+    upstream: tuple[str, ...] = ("frames",)
+    ident: tuple[str, int, int] | None = None
+    """(stream, seq, first row_idx) of rows made from a window, instead of the frame's."""
+
+
+@dataclass
+class FanOut:
+    """Calls per model and per (parent, child) edge; ``gamma`` is child calls per parent call."""
+
+    frames: int = 0
+    calls: Counter[str] = field(default_factory=Counter)
+    edges: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+    def gamma(self, parent: str, child: str) -> float | None:
+        base = self.frames if parent == "frames" else self.calls[parent]
+        return self.edges[(parent, child)] / base if base else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"frames": self.frames, "calls": dict(self.calls),
+                "edges": [[p, c, n] for (p, c), n in sorted(self.edges.items())]}
+
+
+class ChainEngine:
+    """Runs ``app``'s chain. One engine per worker; frames of one stream must reach the same engine
+    (they do: frames are keyed by stream) for windows to see all of a stream's elements."""
+
+    def __init__(self, app: App, backend: InferBackend) -> None:
+        self.app, self.backend = app, backend
+        self.steps = app.steps()
+        self.fanout = FanOut()
+        self._windows: dict[str, TumblingWindows] = {}
+        self._errors_logged = 0
+
+    async def run(self, frame: Frame) -> FrameOutcome:
+        out = FrameOutcome(frame.stream_id, frame.frame_no, ingest_ts=frame.ingest_ts)
+        self.fanout.frames += 1
+        deadline = frame.ingest_ts + self.app.slo_ms / 1000
+        ctx = _Ctx(frame, out, deadline, Counter())
+        items = await self._steps(self.steps, [_Item(frame)], ctx)
+        out.elements_done = len(items)
+        if out.reasons and any(r.startswith("error") for r in out.reasons):
+            out.status = "error" if not out.row_count() else "partial"
+        elif out.reasons:
+            out.status = "partial" if out.row_count() or items else "dropped"
+        return out
+
+    async def flush(self) -> list[FrameOutcome]:
+        """Close all open windows (end of input): their rows, as outcomes of no frame."""
+        outs = []
+        for path, w in self._windows.items():
+            st = self._window_step(path)
+            for cw in w.flush():
+                o = FrameOutcome(cw.stream, -1)
+                ctx = _Ctx(None, o, 0.0, Counter())
+                rest = self._rest_after(path)
+                item = self._window_item(st, cw, ctx)
+                if item is not None:
+                    await self._steps(rest, [item], ctx)
+                outs.append(o)
+        return outs
+
+    # -- the step interpreter --------------------------------------------------------------------
+
+    async def _steps(self, steps: Sequence[Step], items: list[_Item], ctx: "_Ctx") -> list[_Item]:
+        for st in steps:
+            if not items:
+                break
+            if st.kind == "infer":
+                items = await self._infer(st, items, ctx)
+            elif st.kind == "route":
+                items = await self._route(st, items, ctx)
+            else:
+                items = self._cpu(st, items, ctx)
+        return items
+
+    def _cpu(self, st: Step, items: list[_Item], ctx: "_Ctx") -> list[_Item]:
+        out: list[_Item] = []
+        for it in items:
+            try:
+                out.extend(self._one(st, it, ctx))
+            except StepError as e:
+                self._error(ctx, st, str(e))
+            except Exception as e:  # a user function raised: per-item failure, not a crashed worker
+                self._error(ctx, st, f"{st.describe()} raised {type(e).__name__}: {e}")
+        return out
+
+    def _one(self, st: Step, it: _Item, ctx: "_Ctx") -> list[_Item]:
+        assert st.fn is not None or st.kind == "sink"
+        if st.kind == "map":
+            return [_Item(st.fn(it.value), it.upstream, it.ident)]  # type: ignore[misc]
+        if st.kind == "filter":
+            keep = st.fn(it.value)  # type: ignore[misc]
+            if not isinstance(keep, bool):
+                raise StepError(f"{st.describe()} returned {type(keep).__name__}, expected bool")
+            return [it] if keep else []
+        if st.kind == "flat_map":
+            res = st.fn(it.value)  # type: ignore[misc]
+            if isinstance(res, (str, bytes)) or not isinstance(res, cabc.Iterable):
+                raise StepError(f"{st.describe()} returned {type(res).__name__}, expected an iterable")
+            return [_Item(v, it.upstream, it.ident) for v in res]
+        if st.kind == "window":
+            return self._window(st, it, ctx)
+        if st.kind == "sink":
+            self._sink(st, it, ctx)
+            return []
+        raise StepError(f"unknown step {st.describe()}")
+
+    async def _infer(self, st: Step, items: list[_Item], ctx: "_Ctx") -> list[_Item]:
+        per_item: list[list[Any]] = []
+        kept: list[_Item] = []
+        for it in items:
+            try:
+                x = st.fn(it.value) if st.fn is not None else it.value
+                xs = list(x) if st.many else [x]
+            except Exception as e:
+                self._error(ctx, st, f"{st.describe()} input function raised {type(e).__name__}: {e}")
+                continue
+            kept.append(it)
+            per_item.append(xs)
+            for m in st.models:
+                self.fanout.calls[m.name] += len(xs)
+                for u in it.upstream:
+                    self.fanout.edges[(u, m.name)] += len(xs)
+        flat = [x for xs in per_item for x in xs]
+        if not flat:
+            return [it for it, xs in zip(kept, per_item) if st.many and not xs]
+        replies = await asyncio.gather(*(self.backend.infer(m, flat, ctx.deadline) for m in st.models))
+        out: list[_Item] = []
+        pos = 0
+        upstream = tuple(m.name for m in st.models)
+        for it, xs in zip(kept, per_item):
+            n = len(xs)
+            mine = [r[pos : pos + n] for r in replies]
+            pos += n
+            failed = [r for rs in mine for r in rs if not r.ok]
+            if failed:
+                ctx.out.reasons[failed[0].reason or "error"] += 1
+                continue
+            outputs = []
+            for m, rs in zip(st.models, mine):
+                vals = [m.decode(r.output) if m.decode else r.output for r in rs]
+                outputs.append(vals if st.many else vals[0])
+            output = outputs[0] if len(outputs) == 1 else tuple(outputs)
+            try:
+                value = st.merge(it.value, output) if st.merge is not None else Inferred(it.value, output)
+            except Exception as e:
+                self._error(ctx, st, f"{st.describe()} merge raised {type(e).__name__}: {e}")
+                continue
+            out.append(_Item(value, upstream, it.ident))
+        return out
+
+    async def _route(self, st: Step, items: list[_Item], ctx: "_Ctx") -> list[_Item]:
+        assert st.fn is not None
+        groups: dict[str, list[_Item]] = {name: [] for name, _ in st.branches}
+        passthrough: list[_Item] = []
+        for it in items:
+            try:
+                k = st.fn(it.value)
+            except Exception as e:
+                self._error(ctx, st, f"{st.describe()} key raised {type(e).__name__}: {e}")
+                continue
+            (groups[k] if isinstance(k, str) and k in groups else passthrough).append(it)
+        branches = dict(st.branches)
+        results = await asyncio.gather(*(self._steps(branches[name], g, ctx) for name, g in groups.items()))
+        return [it for r in results for it in r] + passthrough
+
+    def _window(self, st: Step, it: _Item, ctx: "_Ctx") -> list[_Item]:
+        assert st.time_fn is not None and st.merge is not None
+        path = f"{st.path}{st.index}"
+        w = self._windows.setdefault(path, TumblingWindows(st.window_s))
+        stream = ctx.frame.stream_id if ctx.frame is not None else ""
+        key = st.merge(it.value)
+        if not isinstance(key, str):
+            raise StepError(f"{st.describe()} key returned {type(key).__name__}, expected str")
+        t = float(st.time_fn(it.value))
+        out = []
+        for cw in w.add(stream, key, t, it.value):
+            item = self._window_item(st, cw, ctx)
+            if item is not None:
+                out.append(item)
+        return out
+
+    def _window_item(self, st: Step, cw: Any, ctx: "_Ctx") -> _Item | None:
+        assert st.fn is not None
+        try:
+            value = st.fn(cw.key, cw.items)
+        except Exception as e:
+            self._error(ctx, st, f"{st.describe()} aggregate raised {type(e).__name__}: {e}")
+            return None
+        # Rows of a window: frame_no = window start in ms, row_idx from the key (stable across replays).
+        return _Item(value, ("frames",), (cw.stream, int(round(cw.start * 1000)), zlib.crc32(cw.key.encode())))
+
+    def _sink(self, st: Step, it: _Item, ctx: "_Ctx") -> None:
+        assert st.table is not None
+        v = it.value
+        if is_dataclass(v) and not isinstance(v, type):
+            v = asdict(v)
+        if not isinstance(v, cabc.Mapping):
+            raise StepError(f"{st.describe()} got {type(v).__name__}, expected a mapping or a dataclass")
+        missing = [c for c in st.table.value_columns if c not in v]
+        if missing:
+            raise StepError(f"{st.describe()} got an element without columns {missing}")
+        if it.ident is not None:
+            stream, seq, base = it.ident
+        else:
+            assert ctx.frame is not None
+            stream, seq, base = ctx.frame.stream_id, ctx.frame.frame_no, 0
+        idx = (base + ctx.idx[(st.table.name, stream, seq, base)]) & 0xFFFFFFFF
+        ctx.idx[(st.table.name, stream, seq, base)] += 1
+        row = (stream, seq, idx) + tuple(v[c] for c in st.table.value_columns)
+        ctx.out.rows.setdefault(st.table.name, []).append(row)
+
+    def _error(self, ctx: "_Ctx", st: Step, msg: str) -> None:
+        ctx.out.reasons[f"error:{st.kind}[{st.path}{st.index}]"] += 1
+        if self._errors_logged < 20:
+            self._errors_logged += 1
+            where = f"{ctx.frame.stream_id}#{ctx.frame.frame_no}" if ctx.frame is not None else "window"
+            logger.warning("app %s, frame %s: %s", self.app.name, where, msg)
+
+    def _window_step(self, path: str) -> Step:
+        return self._find(self.steps, path)[0]
+
+    def _rest_after(self, path: str) -> list[Step]:
+        _, rest = self._find(self.steps, path)
+        return rest
+
+    def _find(self, steps: Sequence[Step], path: str, tail: Sequence[Step] = ()) -> tuple[Step, list[Step]]:
+        for i, st in enumerate(steps):
+            if f"{st.path}{st.index}" == path:
+                return st, list(steps[i + 1 :]) + list(tail)
+            for _, sub in st.branches:
+                try:
+                    return self._find(sub, path, list(steps[i + 1 :]) + list(tail))
+                except KeyError:
+                    pass
+        raise KeyError(path)
+
+
+@dataclass
+class _Ctx:
+    frame: Frame | None
+    out: FrameOutcome
+    deadline: float
+    idx: Counter[tuple[str, str, int, int]]
+
+
+class KeyedDispatcher:
+    """Run coroutines concurrently, at most ``limit`` at a time, but those with the same key (a
+    stream) one after the other in submission order, so per-stream order holds for windows."""
+
+    def __init__(self, limit: int) -> None:
+        self._sem = asyncio.Semaphore(max(1, limit))
+        self._tails: dict[str, asyncio.Task[Any]] = {}
+
+    async def submit(self, key: str, make: Any) -> "asyncio.Task[Any]":
+        """Wait for a free slot, then start ``make()`` after the key's previous task."""
+        await self._sem.acquire()
+        prev = self._tails.get(key)
+
+        async def run() -> Any:
+            try:
+                if prev is not None:
+                    await asyncio.wait([prev])
+                return await make()
+            finally:
+                self._sem.release()
+
+        task = asyncio.create_task(run())
+        self._tails[key] = task
+        task.add_done_callback(lambda t, k=key: self._tails.pop(k, None) if self._tails.get(k) is t else None)
+        return task
+
+    async def drain(self) -> None:
+        while self._tails:
+            await asyncio.wait(list(self._tails.values()))
+
+
+def wants(app: App, frame: Frame) -> bool:
+    """Whether ``frame`` is for ``app``: its stream feeds the app, or names no apps."""
+    apps = frame.tags.get("apps", "")
+    return not apps or app.name in apps.split(",")
