@@ -476,6 +476,109 @@ def scheduler(
 
 
 @app.command()
+def worker(
+    app_ref: str = typer.Argument(..., metavar="APP",
+                                  help="A built-in app name (hud) or package.module:attribute of an App."),
+    concurrency: int = typer.Option(32, min=1, help="Frames in flight (frames of one stream stay in order)."),
+    partitions: int = typer.Option(8, min=1, help="Partitions of the frames and rows topics if they are created."),
+    split: list[str] = typer.Option([], help="MODEL=MS: a stage SLO for a model (default: the app's SLO "
+                                                "split evenly over its DNN depth)."),
+    log_level: str = typer.Option("warning", help="faust log level."),
+) -> None:
+    """Run an app's operator chain as a faust-streaming worker over Kafka (distributed mode).
+
+    Consumes <prefix>.frames in consumer group <prefix>-app-<APP> (start more workers to share
+    the partitions), calls the executors over Kafka, publishes rows to <prefix>.rows for
+    `vidnexus sink`, and reports the app's DNN graph and fan-out to <prefix>.apps."""
+    from vidnexus.operators.chain import load_app
+    from vidnexus.operators.faust_runtime import run_worker
+
+    settings = _settings()
+    if settings.bus != "kafka":
+        raise VidnexusError("vidnexus worker runs on Kafka: set VNX_BUS=kafka (the local runtime is `vidnexus demo`)")
+    the_app = load_app(app_ref)
+    stage = {}
+    for item in split:
+        m, sep, ms = item.partition("=")
+        try:
+            stage[m] = float(ms)
+        except ValueError:
+            sep = ""
+        if not sep or m not in the_app.models:
+            raise VidnexusError(f"--split {item!r}: expected MODEL=MS with a model of app {the_app.name} "
+                                f"({', '.join(the_app.models)})")
+    err_console.print(f"worker: app {the_app.name}, chain of {len(the_app.steps())} steps, "
+                      f"models {', '.join(the_app.models) or 'none'}")
+    run_worker(the_app, settings, concurrency=concurrency, partitions=partitions, split=stage or None,
+               loglevel=log_level, on_ready=lambda: err_console.print(f"worker: app {the_app.name} started"))
+
+
+@app.command()
+def sink(
+    max_rows: int = typer.Option(5000, min=1, help="Insert when this many rows are buffered."),
+    max_delay: float = typer.Option(1.0, min=0.01, help="Insert rows buffered for this many seconds."),
+    group: Optional[str] = typer.Option(None, help="Consumer group (default <prefix>-sink)."),
+) -> None:
+    """Write the rows workers publish on <prefix>.rows into the store (distributed mode).
+
+    Batched by size and time; offsets are committed after each insert, so a crash replays rows,
+    and app tables (ReplacingMergeTree on each row's identity) count them once."""
+    import signal
+    import threading
+
+    from vidnexus.connectors.bus import open_bus
+    from vidnexus.connectors.store import open_store
+    from vidnexus.operators.sink_role import RowsSink
+
+    settings = _settings()
+    bus, store = open_bus(settings), open_store(settings)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *a: stop.set())
+    signal.signal(signal.SIGINT, lambda *a: stop.set())
+    role = RowsSink(bus, store, settings, group=group, max_rows=max_rows, max_delay_s=max_delay)
+    err_console.print(f"sink: {role.topic} → {settings.store}")
+    try:
+        st = role.run(stop)
+        err_console.print(f"sink: stopped after {st.rows} rows in {st.inserts} inserts ({st.dead} dead-lettered)")
+    finally:
+        store.close()
+        bus.close()
+
+
+@app.command("sql-server")
+def sql_server(
+    host: str = typer.Option("127.0.0.1", help="Address to bind."),
+    port: int = typer.Option(8124, min=1, max=65535, help="Port."),
+    token: Optional[str] = typer.Option(None, envvar="VNX_SQL_TOKEN",
+                                        help="Bearer token clients must send (≥ 16 characters) [env: VNX_SQL_TOKEN]; "
+                                             "a random one is printed when absent."),
+    max_rows: int = typer.Option(10_000, min=1, help="Rows returned at most per query."),
+    timeout: float = typer.Option(10.0, min=1.0, help="Seconds a query may run."),
+) -> None:
+    """Serve the store read-only over HTTP: POST /sql with the query as the body.
+
+    Only single SELECT/WITH/SHOW/DESCRIBE/EXISTS/EXPLAIN statements; writes, DDL and table
+    functions that reach outside the store are refused (403); a wrong token is 401."""
+    import secrets
+
+    from vidnexus.connectors.store import open_store
+    from vidnexus.sql_endpoint import EndpointLimits, SqlEndpoint
+
+    if token is None:
+        token = secrets.token_urlsafe(24)
+        err_console.print(f"sql-server: no token given; use this one: {token}")
+    store = open_store(_settings())
+    ep = SqlEndpoint(store, token, host, port, EndpointLimits(max_rows=max_rows, timeout_s=timeout))
+    err_console.print(f"sql-server: http://{ep.address[0]}:{ep.address[1]}/sql (read-only)")
+    try:
+        ep.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        store.close()
+
+
+@app.command()
 def config() -> None:
     """Show the effective settings and the environment variable for each."""
     s = _settings()

@@ -121,7 +121,7 @@ class MemoryStore:
     def execute(self, sql: str) -> None:
         pass
 
-    def query(self, sql: str) -> Any:
+    def query(self, sql: str, settings: Any = None) -> Any:
         from vidnexus.connectors.store import QueryResult
 
         for name, schema in self.schemas.items():

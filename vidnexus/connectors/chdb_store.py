@@ -10,9 +10,9 @@ import datetime as dt
 import json
 import threading
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-from vidnexus.connectors.store import QueryResult, TableSchema, insert_batches, parse_version
+from vidnexus.connectors.store import QueryResult, TableSchema, insert_batches, parse_version, quote
 from vidnexus.errors import ConnectorError
 
 __all__ = ["ChdbStore"]
@@ -66,7 +66,9 @@ class ChdbStore:
     def execute(self, sql: str) -> None:
         self._run(sql)
 
-    def query(self, sql: str) -> QueryResult:
+    def query(self, sql: str, settings: Mapping[str, Any] | None = None) -> QueryResult:
+        if settings:
+            sql += " SETTINGS " + ", ".join(f"{k} = {quote(v)}" for k, v in settings.items())
         res = self._run(sql, "JSONCompact")
         text = res.bytes().decode() if hasattr(res, "bytes") else str(res)
         if not text.strip():

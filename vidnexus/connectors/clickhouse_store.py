@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
 from vidnexus.connectors.store import QueryResult, TableSchema, insert_batches, parse_version
@@ -85,8 +85,8 @@ class ClickHouseStore:
     def execute(self, sql: str) -> None:
         self._run(sql)
 
-    def query(self, sql: str) -> QueryResult:
-        rows, types = self._run(sql, with_column_types=True)
+    def query(self, sql: str, settings: Mapping[str, Any] | None = None) -> QueryResult:
+        rows, types = self._run(sql, with_column_types=True, settings=dict(settings or {}))
         return QueryResult(tuple(n for n, _ in types), tuple(t for _, t in types), list(rows))
 
     def insert(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> int:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 if TYPE_CHECKING:
     from vidnexus.config import Settings
@@ -147,8 +147,9 @@ class Store(Protocol):
         """Run a statement that returns no rows (DDL)."""
         ...
 
-    def query(self, sql: str) -> QueryResult:
-        """Run a SELECT."""
+    def query(self, sql: str, settings: Mapping[str, Any] | None = None) -> QueryResult:
+        """Run a SELECT, with ClickHouse query-level ``settings`` (appended as a SETTINGS clause on
+        the embedded engine, so pass them only with a plain SELECT)."""
         ...
 
     def insert(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> int:

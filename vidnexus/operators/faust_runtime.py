@@ -1,0 +1,151 @@
+"""The distributed runtime: an app's chain as a faust-streaming agent over Kafka.
+
+``vidnexus worker hud`` starts one worker; more workers with the same app join the same consumer
+group (``<prefix>-app-<name>``) and share the frames topic's partitions. Each frame is processed by
+the same :class:`~vidnexus.operators.engine.ChainEngine` the local runtime uses, its DNN calls go to
+the executor services over the bus, and its rows (plus its ``vnx_frames`` accounting row) are
+published as one message to the rows topic, where ``vidnexus sink`` inserts them.
+
+Delivery: a frame's offset is acknowledged only after its rows message is acknowledged by the
+broker (faust commits the highest contiguous acknowledged offset), so a worker killed at any point
+loses no frame; frames in flight at the kill are processed again, and the sink's tables
+(``ReplacingMergeTree`` keyed by the row's identity) count them once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from typing import Any
+
+from vidnexus.config import Settings
+from vidnexus.errors import CodecError
+from vidnexus.operators.chain import App
+from vidnexus.operators.engine import FRAMES_TABLE, ChainEngine, FrameOutcome, KeyedDispatcher, wants
+from vidnexus.operators.rows import encode_rows
+from vidnexus.streams.frame import decode_frame
+
+__all__ = ["run_worker", "rows_topic", "frames_topic", "apps_topic", "worker_group", "app_report", "outcome_message"]
+
+logger = logging.getLogger(__name__)
+
+
+def rows_topic(settings: Settings) -> str:
+    return settings.topic("rows")
+
+
+def frames_topic(settings: Settings) -> str:
+    return settings.topic("frames")
+
+
+def worker_group(settings: Settings, app: App) -> str:
+    return f"{settings.topic_prefix}-app-{app.name}"
+
+
+def apps_topic(settings: Settings) -> str:
+    return settings.topic("apps")
+
+
+def app_report(app: App, engine: ChainEngine, worker_id: str) -> dict[str, Any]:
+    """What a worker tells the control plane: the app's SLO, DNN graph and measured call counts."""
+    from vidnexus.clock import wall_time
+
+    g = app.graph()
+    return {"ts": wall_time(), "app": app.name, "worker": worker_id, "slo_ms": app.slo_ms,
+            "models": list(g.models), "edges": [list(e) for e in g.edges], "fanout": engine.fanout.to_dict()}
+
+
+def outcome_message(app: App, o: FrameOutcome) -> bytes:
+    rows = dict(o.rows)
+    if o.frame_no >= 0:
+        rows[FRAMES_TABLE.name] = [o.frames_row(app.name)]
+    schemas = {t.name: t.schema() for t in app.tables.values()}
+    schemas[FRAMES_TABLE.name] = FRAMES_TABLE
+    return encode_rows(rows, schemas)
+
+
+def run_worker(app: App, settings: Settings, *, concurrency: int = 32, partitions: int = 8,
+               split: dict[str, float] | None = None, loglevel: str = "warning",
+               on_ready: Any = None) -> None:
+    """Run ``app`` as a faust worker until SIGTERM/SIGINT (blocking)."""
+    import faust
+
+    from vidnexus.connectors.bus import open_bus
+    from vidnexus.gpu_executor.client import ExecutorClient
+    from vidnexus.operators.infer import RemoteBackend, stage_slos
+
+    bus = open_bus(settings)  # raises a clear error when the broker is unreachable
+    # faust subscribes only to topics that exist when it starts: create them first.
+    bus.create_topic(frames_topic(settings), partitions)
+    bus.create_topic(rows_topic(settings), partitions)
+    bus.create_topic(settings.topic("dead.frames"), 1)
+    bus.create_topic(apps_topic(settings), 1)
+    client = ExecutorClient(bus, settings)
+    engine = ChainEngine(app, RemoteBackend(app, client, stage_slos(app, split)))
+    brokers = ";".join(f"kafka://{h}" for h in settings.kafka_bootstrap.split(","))
+    fapp = faust.App(
+        worker_group(settings, app),
+        broker=brokers,
+        store="memory://",
+        web_enabled=False,
+        topic_replication_factor=1,
+        topic_partitions=partitions,
+        consumer_auto_offset_reset="earliest",
+        broker_commit_every=50,
+        broker_commit_interval=1.0,
+        producer_acks=-1,
+        producer_max_request_size=8 * 1024 * 1024,
+        broker_session_timeout=10.0,
+        broker_heartbeat_interval=1.0,
+        stream_buffer_maxsize=4 * concurrency,
+    )
+    src = fapp.topic(frames_topic(settings), value_serializer="raw", key_serializer="raw")
+    out = fapp.topic(rows_topic(settings), value_serializer="raw", key_serializer="raw")
+    dead = fapp.topic(settings.topic("dead.frames"), value_serializer="raw", key_serializer="raw")
+    disp = KeyedDispatcher(concurrency)
+
+    async def handle(stream: Any, event: Any) -> None:
+        try:
+            try:
+                frame = decode_frame(event.value)
+            except CodecError as e:
+                logger.warning("app %s: bad frame message to dead-letter: %s", app.name, e)
+                await (await dead.send(key=event.key, value=event.value))
+                return
+            if not wants(app, frame):
+                return
+            outcome = await engine.run(frame)
+            await (await out.send(key=frame.stream_id.encode(), value=outcome_message(app, outcome)))
+        finally:
+            await stream.ack(event)
+
+    @fapp.agent(src, name=f"chain-{app.name}")
+    async def chain(stream: Any) -> None:
+        async for event in stream.noack().events():
+            key = event.key.decode("utf-8", "replace") if isinstance(event.key, bytes) else str(event.key)
+            await disp.submit(key, lambda ev=event: handle(stream, ev))
+
+    worker_id = f"{socket.gethostname()}-{os.getpid()}"
+
+    @fapp.timer(interval=5.0)
+    async def report() -> None:
+        """The app's DNN graph and measured fan-out, for the scheduler's query analysis."""
+        try:
+            bus.publish(apps_topic(settings), f"{app.name}/{worker_id}".encode(),
+                        json.dumps(app_report(app, engine, worker_id)).encode())
+        except Exception as e:
+            logger.warning("cannot publish the app report: %s", e)
+
+    if on_ready is not None:
+        @fapp.task
+        async def started() -> None:
+            on_ready()
+
+    worker = faust.Worker(fapp, loglevel=loglevel, quiet=True, redirect_stdouts=False)
+    try:
+        worker.execute_from_commandline()
+    finally:
+        client.close()
+        bus.close()

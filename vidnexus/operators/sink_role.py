@@ -1,0 +1,149 @@
+"""``vidnexus sink``: the ClickHouse writer of distributed mode.
+
+Consumes the rows topic in a consumer group, buffers rows per table, and inserts them in batches by
+size or age, whichever comes first; offsets are committed only after the insert succeeded, so a
+crash replays rows instead of losing them, and the tables (``ReplacingMergeTree`` on the row's
+identity) count replayed rows once under ``FINAL``. Tables are created, or migrated by adding
+columns, the first time a message names them. A retryable store error is retried with exponential
+backoff; a message the store rejects for good goes to the ``dead.rows`` topic with the reason, and
+nothing else is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from vidnexus.clock import Clock, MonotonicClock
+from vidnexus.config import Settings
+from vidnexus.connectors.bus import Bus, Message
+from vidnexus.connectors.store import Store, TableSchema, ensure_table
+from vidnexus.errors import CodecError, ConnectorError
+from vidnexus.operators.rows import decode_rows
+
+__all__ = ["RowsSink", "SinkStats"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class SinkStats:
+    messages: int = 0
+    rows: int = 0
+    inserts: int = 0
+    dead: int = 0
+    retries: int = 0
+    tables: set[str] = field(default_factory=set)
+
+
+class RowsSink:
+    """Rows topic → store. ``run(stop)`` loops; ``step()`` does one poll (and a flush when due)."""
+
+    def __init__(self, bus: Bus, store: Store, settings: Settings, *, group: str | None = None,
+                 max_rows: int = 5000, max_delay_s: float = 1.0, retries: int = 6,
+                 clock: Clock | None = None) -> None:
+        from vidnexus.operators.faust_runtime import rows_topic
+
+        self.bus, self.store = bus, store
+        self.max_rows, self.max_delay_s, self.retries = max_rows, max_delay_s, retries
+        self.clock = clock or MonotonicClock()
+        self.topic = rows_topic(settings)
+        self.dead_topic = settings.topic("dead.rows")
+        bus.create_topic(self.topic, 8)
+        bus.create_topic(self.dead_topic, 1)
+        self.consumer = bus.subscribe([self.topic], group=group or f"{settings.topic_prefix}-sink")
+        self.stats = SinkStats()
+        self._known: dict[str, TableSchema] = {}
+        self._buf: list[tuple[Message, dict[str, list[tuple[Any, ...]]]]] = []
+        self._buffered_rows = 0
+        self._oldest: float | None = None
+
+    def step(self, timeout_s: float = 0.2) -> int:
+        """Poll once; flush when the buffer is full or old enough. Returns the rows buffered."""
+        for m in self.consumer.poll(timeout_s=timeout_s):
+            self.stats.messages += 1
+            try:
+                rows, schemas = decode_rows(m.value)
+                for name, schema in schemas.items():
+                    self._ensure(schema)
+            except (CodecError, ConnectorError) as e:
+                self._dead(m, str(e))
+                continue
+            if self._oldest is None:
+                self._oldest = self.clock.now()
+            self._buf.append((m, rows))
+            self._buffered_rows += sum(len(r) for r in rows.values())
+        due = self._oldest is not None and self.clock.now() - self._oldest >= self.max_delay_s
+        if self._buf and (self._buffered_rows >= self.max_rows or due):
+            self.flush()
+        return self._buffered_rows
+
+    def _ensure(self, schema: TableSchema) -> None:
+        if self._known.get(schema.name) != schema:
+            added = ensure_table(self.store, schema)
+            if added:
+                logger.info("table %s: added columns %s", schema.name, added)
+            self._known[schema.name] = schema
+            self.stats.tables.add(schema.name)
+
+    def flush(self) -> None:
+        """Insert everything buffered (table by table), then commit the consumed offsets."""
+        if not self._buf:
+            return
+        by_table: dict[str, list[tuple[Any, ...]]] = {}
+        for _, rows in self._buf:
+            for t, rs in rows.items():
+                by_table.setdefault(t, []).extend(rs)
+        for table, rs in by_table.items():
+            try:
+                self._insert(table, rs)
+            except ConnectorError as e:
+                if e.retryable:
+                    raise  # the store is down for good: exit without committing; rows replay later
+                self._salvage(table, str(e))
+        self.stats.rows += self._buffered_rows
+        self._buf, self._buffered_rows, self._oldest = [], 0, None
+        self.consumer.commit()
+
+    def _insert(self, table: str, rows: list[tuple[Any, ...]]) -> None:
+        cols = self._known[table].column_names
+        delay = 0.2
+        for attempt in range(1, self.retries + 1):
+            try:
+                self.store.insert(table, cols, rows)
+                self.stats.inserts += 1
+                return
+            except ConnectorError as e:
+                if not e.retryable or attempt == self.retries:
+                    raise
+                self.stats.retries += 1
+                logger.warning("insert into %s: %s; retry %d in %.1fs", table, e, attempt, delay)
+                self.clock.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    def _salvage(self, table: str, reason: str) -> None:
+        """The store rejected a batch: insert message by message; dead-letter the ones it rejects."""
+        logger.error("insert into %s rejected (%s); retrying message by message", table, reason)
+        for m, rows in self._buf:
+            if table not in rows:
+                continue
+            try:
+                self._insert(table, rows[table])
+            except ConnectorError as e:
+                self._dead(m, f"table {table}: {e}")
+
+    def _dead(self, m: Message, reason: str) -> None:
+        self.stats.dead += 1
+        logger.error("rows message to %s: %s", self.dead_topic, reason)
+        self.bus.publish(self.dead_topic, m.key, m.value, headers=[("reason", reason.encode()[:1000])])
+
+    def run(self, stop: threading.Event) -> SinkStats:
+        try:
+            while not stop.is_set():
+                self.step()
+            self.flush()
+        finally:
+            self.consumer.close()
+        return self.stats
