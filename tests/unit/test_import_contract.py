@@ -21,6 +21,7 @@ PURE = [
     "gpu_executor/baselines.py",
     "streams/sampling.py",
     "operators/windows.py",
+    "operators/tracking.py",
     "sim/loadgen.py",
     "sim/simulator.py",
     "sim/cluster.py",

@@ -1,0 +1,162 @@
+"""The chain engine on scripted frames and a scripted DNN backend (no executor, no sleeps)."""
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+from vidnexus.operators.chain import App
+from vidnexus.operators.engine import ChainEngine, KeyedDispatcher, Reply
+from vidnexus.testing import frame_factory
+
+
+class ScriptedBackend:
+    """Detector: one box per 10 pixels of width-index; classifiers: echo. Drops inputs in ``drop``."""
+
+    def __init__(self, drop=()):
+        self.calls = Counter()
+        self.drop = set(drop)
+
+    async def infer(self, model, inputs, deadline_wall):
+        self.calls[model.name] += len(inputs)
+        out = []
+        for x in inputs:
+            if isinstance(x, int) and (model.name, x) in self.drop:
+                out.append(Reply(False, reason="early_drop"))
+            elif model.name == "det":
+                out.append(Reply(True, [{"cls": "car" if k % 2 == 0 else "person", "k": k} for k in range(x)]))
+            else:
+                out.append(Reply(True, f"{model.name}:{x['k']}"))
+        return out
+
+
+def two_stage_app():
+    app = App("two", slo_ms=1000)
+    app.model("det")
+    app.model("car")
+    app.model("face")
+    app.table("objs", {"cls": "String", "label": "String"})
+    app.chain(lambda s: (s.infer("det", input=lambda f: f.frame_no)
+                         .flat_map(lambda r: r.output)
+                         .route(lambda b: b["cls"],
+                                car=lambda b: b.infer("car", merge=lambda v, o: {"cls": "car", "label": o}),
+                                person=lambda b: b.infer("face", merge=lambda v, o: {"cls": "person", "label": o}))
+                         .sink("objs")))
+    return app
+
+
+def run(engine, frames):
+    async def go():
+        return [await engine.run(f) for f in frames]
+    return asyncio.run(go())
+
+
+def test_rows_identity_and_fanout():
+    app = two_stage_app()
+    eng = ChainEngine(app, ScriptedBackend())
+    outs = run(eng, [frame_factory("c1", n) for n in (0, 1, 4)])
+    assert [o.status for o in outs] == ["ok", "ok", "ok"]
+    assert outs[0].rows == {}                                    # no boxes: accounted, no rows
+    rows = outs[2].rows["objs"]
+    # identity (stream, frame_no, row_idx), then the columns; branches in declaration order
+    assert rows == [("c1", 4, 0, "car", "car:0"), ("c1", 4, 1, "car", "car:2"),
+                    ("c1", 4, 2, "person", "face:1"), ("c1", 4, 3, "person", "face:3")]
+    fo = eng.fanout
+    assert fo.frames == 3 and fo.calls["det"] == 3
+    assert fo.gamma("frames", "det") == 1.0
+    assert fo.gamma("det", "car") == pytest.approx(3 / 3)        # 0 + 1 + 2 cars over 3 detector calls
+    assert fo.gamma("det", "face") == pytest.approx(2 / 3)       # 0 + 0 + 2 persons
+
+
+def test_dropped_requests_are_accounted_per_frame():
+    app = two_stage_app()
+    eng = ChainEngine(app, ScriptedBackend(drop={("det", 2)}))
+    o = run(eng, [frame_factory("c1", 2)])[0]
+    assert o.status == "dropped" and o.reasons == {"early_drop": 1} and o.rows == {}
+    # One crop of four dropped: the frame is partial, three rows written.
+    class DropFirstCar(ScriptedBackend):
+        async def infer(self, model, inputs, deadline_wall):
+            out = await super().infer(model, inputs, deadline_wall)
+            if model.name == "car":
+                out[0] = Reply(False, reason="deadline")
+            return out
+
+    o = run(ChainEngine(app, DropFirstCar()), [frame_factory("c1", 4)])[0]
+    assert o.status == "partial" and o.reasons == {"deadline": 1} and len(o.rows["objs"]) == 3
+
+
+def test_user_step_errors_become_drops_that_name_the_step():
+    app = App("e", slo_ms=100)
+    app.table("t", {"v": "Int64"})
+    app.chain(lambda s: s.map(lambda f: 10 // (f.frame_no - 1)).filter(lambda v: v if v < 0 else True)
+              .map(lambda v: {"v": v}).sink("t"))
+    outs = run(ChainEngine(app, ScriptedBackend()), [frame_factory("c", n) for n in (0, 1, 3)])
+    assert outs[0].status == "error" and outs[0].reasons == {"error:filter[1]": 1}   # -10 is not a bool
+    assert outs[1].status == "error" and outs[1].reasons == {"error:map[0]": 1}      # ZeroDivisionError
+    assert outs[2].status == "ok" and outs[2].rows == {"t": [("c", 3, 0, 5)]}
+
+
+def test_sink_refuses_elements_without_the_columns():
+    app = App("s", slo_ms=100)
+    app.table("t", {"a": "Int64", "b": "Int64"})
+    app.chain(lambda s: s.map(lambda f: {"a": 1}).sink("t"))
+    o = run(ChainEngine(app, ScriptedBackend()), [frame_factory("c", 0)])[0]
+    assert o.status == "error" and o.reasons == {"error:sink[1]": 1}
+
+
+def test_many_inputs_per_element_are_requested_together_in_order():
+    app = App("m", slo_ms=100)
+    app.model("cls")
+    app.table("t", {"labels": "Array(String)"})
+    app.chain(lambda s: s.infer("cls", input=lambda f: [{"k": k} for k in range(3)], many=True,
+                                merge=lambda f, outs: {"labels": outs}).sink("t"))
+    back = ScriptedBackend()
+    eng = ChainEngine(app, back)
+    o = run(eng, [frame_factory("c", 7)])[0]
+    assert o.rows["t"] == [("c", 7, 0, ["cls:0", "cls:1", "cls:2"])]
+    assert eng.fanout.gamma("frames", "cls") == 3.0
+
+
+def test_windows_count_per_stream_and_key_then_flush():
+    app2 = App("w2", slo_ms=100)
+    app2.table("per_10s", {"cls": "String", "n": "UInt32"})
+    app2.chain(lambda s: (s.flat_map(lambda f: [("car", f.pts)] * (f.frame_no % 3))
+                          .window(10.0, key=lambda e: e[0], agg=lambda k, xs: {"cls": k, "n": len(xs)},
+                                  time=lambda e: e[1])
+                          .sink("per_10s")))
+    eng = ChainEngine(app2, ScriptedBackend())
+    frames = [frame_factory("a", n, fps=1.0) for n in range(25)]  # pts = n seconds
+    outs = run(eng, frames)
+    emitted = [r for o in outs for r in o.rows.get("per_10s", [])]
+    # window [0,10): frames 0..9 give 0+1+2+0+1+2+0+1+2+0 = 9 cars; [10,20): 10..19 → 1+2+0+1+2+0+1+2+0+1 = 10
+    assert [(r[0], r[1], r[3], r[4]) for r in emitted] == [("a", 0, "car", 9), ("a", 10000, "car", 10)]
+    rest = asyncio.run(eng.flush())
+    assert [(r[1], r[4]) for o in rest for r in o.rows["per_10s"]] == [(20000, 2 + 0 + 1 + 2 + 0)]
+
+
+def test_keyed_dispatcher_keeps_per_key_order_and_overlaps_keys():
+    log = []
+
+    async def job(key, i, gate):
+        log.append(("start", key, i))
+        await gate.wait()
+        log.append(("end", key, i))
+
+    async def go():
+        d = KeyedDispatcher(limit=8)
+        gates = {k: asyncio.Event() for k in ("a", "b")}
+        for i in range(2):
+            for k in ("a", "b"):
+                await d.submit(k, lambda k=k, i=i: job(k, i, gates[k]))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        started = [e for e in log if e[0] == "start"]
+        gates["a"].set()
+        gates["b"].set()
+        await d.drain()
+        return started
+
+    started = asyncio.run(go())
+    assert started == [("start", "a", 0), ("start", "b", 0)]   # both keys run, second of each waits
+    for k in ("a", "b"):
+        assert log.index(("end", k, 0)) < log.index(("start", k, 1))

@@ -1,0 +1,209 @@
+"""Built-in CPU operators on images (OpenCV): resize, crops, regions of interest, background
+subtraction, frame-difference skipping, and OpenCV's classical detectors (the HOG people detector
+and Haar cascades). Each is a small object: configuration in ``__init__``, per-stream state (where
+there is any) inside, one method per frame. No clocks: time is counted in frames.
+
+Classical detectors are real recognizers (no training by us, no random weights): the HOG+SVM
+people detector of Dalal & Triggs shipped with OpenCV, and OpenCV's Haar cascades.
+
+Example:
+    >>> import numpy as np
+    >>> img = np.zeros((432, 768, 3), np.uint8)
+    >>> small, scale = Resize(max_side=384)(img)
+    >>> small.shape, scale
+    ((216, 384, 3), 0.5)
+    >>> [c.shape for c in crop_boxes(img, [Box(10, 20, 50, 100)])]
+    [(80, 40, 3)]
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Sequence
+
+import cv2
+import numpy as np
+
+from vidnexus.operators.tracking import Box, nms
+
+__all__ = [
+    "Resize",
+    "crop_boxes",
+    "RegionOfInterest",
+    "MotionDetector",
+    "FrameDiffSkip",
+    "HogPeopleDetector",
+    "HaarDetector",
+    "HAAR_CASCADES",
+]
+
+
+class Resize:
+    """Downscale so the longer side is at most ``max_side`` (never upscales). Returns
+    ``(image, scale)``; multiply boxes found on the result by ``1 / scale`` to map them back."""
+
+    def __init__(self, max_side: int) -> None:
+        if max_side <= 0:
+            raise ValueError(f"Resize: max_side must be > 0, got {max_side}")
+        self.max_side = max_side
+
+    def __call__(self, image: np.ndarray) -> tuple[np.ndarray, float]:
+        h, w = image.shape[:2]
+        s = min(1.0, self.max_side / max(h, w))
+        if s == 1.0:
+            return image, 1.0
+        return cv2.resize(image, (round(w * s), round(h * s)), interpolation=cv2.INTER_AREA), s
+
+
+def crop_boxes(image: np.ndarray, boxes: Sequence[Box], pad: float = 0.0,
+               min_size: int = 2) -> list[np.ndarray]:
+    """One crop per box (``pad`` grows each side by that fraction of the box), clipped to the
+    image; boxes smaller than ``min_size`` pixels after clipping give no crop."""
+    h, w = image.shape[:2]
+    out = []
+    for b in boxes:
+        px, py = (b.x2 - b.x1) * pad, (b.y2 - b.y1) * pad
+        x1, y1 = max(0, int(b.x1 - px)), max(0, int(b.y1 - py))
+        x2, y2 = min(w, int(round(b.x2 + px))), min(h, int(round(b.y2 + py)))
+        if x2 - x1 >= min_size and y2 - y1 >= min_size:
+            out.append(image[y1:y2, x1:x2])
+    return out
+
+
+class RegionOfInterest:
+    """A polygon of interest (pixel coordinates): mask images to it, or keep boxes whose centre is
+    inside it."""
+
+    def __init__(self, points: Sequence[tuple[int, int]]) -> None:
+        if len(points) < 3:
+            raise ValueError("RegionOfInterest needs at least 3 points")
+        self.points = np.asarray(points, np.int32)
+
+    def mask(self, image: np.ndarray) -> np.ndarray:
+        m = np.zeros(image.shape[:2], np.uint8)
+        cv2.fillPoly(m, [self.points], 255)
+        return cv2.bitwise_and(image, image, mask=m)
+
+    def contains(self, box: Box) -> bool:
+        cx, cy = box.center
+        return cv2.pointPolygonTest(self.points.reshape(-1, 1, 2), (float(cx), float(cy)), False) >= 0
+
+    def keep(self, boxes: Sequence[Box]) -> list[Box]:
+        return [b for b in boxes if self.contains(b)]
+
+
+class MotionDetector:
+    """Background subtraction (OpenCV MOG2) per stream: ``apply(image)`` returns boxes around
+    moving blobs of at least ``min_area`` pixels (shadows ignored). The first ``warmup`` frames
+    only learn the background."""
+
+    def __init__(self, history: int = 200, var_threshold: float = 25.0, min_area: int = 400,
+                 warmup: int = 5, learning_rate: float = -1.0) -> None:
+        self.min_area, self.warmup, self.learning_rate = min_area, warmup, learning_rate
+        self._bg = cv2.createBackgroundSubtractorMOG2(history=history, varThreshold=var_threshold,
+                                                      detectShadows=True)
+        self._kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (5, 5))
+        self.frames = 0
+
+    def apply(self, image: np.ndarray) -> list[Box]:
+        fg = self._bg.apply(image, learningRate=self.learning_rate)
+        self.frames += 1
+        if self.frames <= self.warmup:
+            return []
+        _, fg = cv2.threshold(fg, 200, 255, cv2.THRESH_BINARY)  # 127 marks shadows; drop them
+        fg = cv2.morphologyEx(fg, cv2.MORPH_OPEN, self._kernel)
+        fg = cv2.dilate(fg, self._kernel, iterations=2)
+        contours, _ = cv2.findContours(fg, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+        boxes = []
+        for c in contours:
+            if cv2.contourArea(c) >= self.min_area:
+                x, y, w, h = cv2.boundingRect(c)
+                boxes.append(Box(x, y, x + w, y + h, 1.0, "motion"))
+        return sorted(boxes, key=lambda b: (b.y1, b.x1))
+
+
+class FrameDiffSkip:
+    """Skip frames that barely differ from the last frame kept: ``keep(image)`` is True when the
+    mean absolute difference of the grey 64-pixel-wide thumbnails exceeds ``threshold`` (0–255)."""
+
+    def __init__(self, threshold: float = 4.0, width: int = 64) -> None:
+        self.threshold, self.width = threshold, width
+        self._last: np.ndarray | None = None
+        self.kept = self.skipped = 0
+
+    def _thumb(self, image: np.ndarray) -> np.ndarray:
+        h, w = image.shape[:2]
+        g = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY) if image.ndim == 3 else image
+        return cv2.resize(g, (self.width, max(1, round(h * self.width / w))), interpolation=cv2.INTER_AREA)
+
+    def keep(self, image: np.ndarray) -> bool:
+        t = self._thumb(image).astype(np.int16)
+        if self._last is not None and float(np.abs(t - self._last).mean()) <= self.threshold:
+            self.skipped += 1
+            return False
+        self._last = t
+        self.kept += 1
+        return True
+
+
+class HogPeopleDetector:
+    """OpenCV's HOG + linear SVM pedestrian detector (Dalal & Triggs), on a downscaled copy.
+
+    The defaults were chosen on the real footage in the test data (768×432, people seen from
+    behind): full resolution, a 4-pixel stride and score ≥ 0.7 find the person in most frames with
+    someone in the room and nothing in empty frames, at about 0.4 s per frame on one CPU core.
+    Overlapping part detections of one person are merged (IoU and containment NMS).
+
+    Args:
+        max_side: detect on an image at most this large (speed); boxes are mapped back.
+        hit_threshold: SVM margin a window needs (higher: fewer, surer detections).
+        min_score: drop detections whose SVM weight is below this.
+    """
+
+    def __init__(self, max_side: int = 768, hit_threshold: float = 0.0, win_stride: int = 4,
+                 scale: float = 1.03, min_score: float = 0.7, nms_iou: float = 0.3,
+                 containment: float = 0.7) -> None:
+        self._hog = cv2.HOGDescriptor()
+        self._hog.setSVMDetector(cv2.HOGDescriptor_getDefaultPeopleDetector())
+        self.resize = Resize(max_side)
+        self.hit_threshold, self.win_stride, self.scale = hit_threshold, win_stride, scale
+        self.min_score, self.nms_iou, self.containment = min_score, nms_iou, containment
+
+    def detect(self, image: np.ndarray) -> list[Box]:
+        small, s = self.resize(image)
+        rects, weights = self._hog.detectMultiScale(
+            small, hitThreshold=self.hit_threshold, winStride=(self.win_stride, self.win_stride),
+            padding=(16, 16), scale=self.scale)
+        boxes = [Box(x / s, y / s, (x + w) / s, (y + h) / s, float(np.ravel(wt)[0]), "person")
+                 for (x, y, w, h), wt in zip(rects, weights)]
+        return nms([b for b in boxes if b.score >= self.min_score], self.nms_iou, self.containment)
+
+
+HAAR_CASCADES = {
+    "face": "haarcascade_frontalface_default.xml",
+    "fullbody": "haarcascade_fullbody.xml",
+    "upperbody": "haarcascade_upperbody.xml",
+    "profileface": "haarcascade_profileface.xml",
+}
+
+
+class HaarDetector:
+    """An OpenCV Haar cascade (``face``, ``fullbody``, ``upperbody``, ``profileface``, or a path to
+    a cascade XML) on a downscaled grey, histogram-equalized copy."""
+
+    def __init__(self, cascade: Literal["face", "fullbody", "upperbody", "profileface"] | str = "face",
+                 max_side: int = 640, scale_factor: float = 1.1, min_neighbors: int = 4,
+                 min_size: tuple[int, int] = (24, 24)) -> None:
+        path = cv2.data.haarcascades + HAAR_CASCADES[cascade] if cascade in HAAR_CASCADES else cascade
+        self._cc = cv2.CascadeClassifier(path)
+        if self._cc.empty():
+            raise ValueError(f"HaarDetector: cannot load cascade {cascade!r} ({path})")
+        self.label = cascade if cascade in HAAR_CASCADES else "object"
+        self.resize = Resize(max_side)
+        self.scale_factor, self.min_neighbors, self.min_size = scale_factor, min_neighbors, min_size
+
+    def detect(self, image: np.ndarray) -> list[Box]:
+        small, s = self.resize(image)
+        g = cv2.equalizeHist(cv2.cvtColor(small, cv2.COLOR_BGR2GRAY) if small.ndim == 3 else small)
+        found: Any = self._cc.detectMultiScale(g, scaleFactor=self.scale_factor, minNeighbors=self.min_neighbors,
+                                               minSize=self.min_size)
+        return [Box(x / s, y / s, (x + w) / s, (y + h) / s, 1.0, self.label) for (x, y, w, h) in found]
