@@ -19,6 +19,7 @@ SUMMARY_KEYS = {
                   "plan_ms_1000_sessions"},
     "latency-split": {"min_gain", "max_gain"},
     "ingest": {"decode_all_vs_ffmpeg", "sample_1fps_speedup_over_decode_all"},
+    "runtimes": {"local_msgs_per_s", "faust_msgs_per_s", "local_over_faust", "faust_overhead_us_per_msg"},
 }
 
 

@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, str] = {
     "scheduler": "vidnexus.benchmarks.scheduler_bench",
     "latency-split": "vidnexus.benchmarks.latency_split_bench",
     "ingest": "vidnexus.benchmarks.ingest_bench",
+    "runtimes": "vidnexus.benchmarks.runtimes",
 }
 """Benchmark name → module with ``run(quick, console)`` (imported only when that benchmark runs)."""
 

@@ -14,6 +14,7 @@ loses no frame; frames in flight at the kill are processed again, and the sink's
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -106,20 +107,34 @@ def run_worker(app: App, settings: Settings, *, concurrency: int = 32, partition
     dead = fapp.topic(settings.topic("dead.frames"), value_serializer="raw", key_serializer="raw")
     disp = KeyedDispatcher(concurrency)
 
+    acks: set[Any] = set()
+
+    async def ack_when_sent(stream: Any, event: Any, sent: Any) -> None:
+        try:
+            if sent is not None:
+                await sent  # the broker has the rows (acks=all): now the frame may be committed
+        finally:
+            await stream.ack(event)
+
     async def handle(stream: Any, event: Any) -> None:
+        """Run the chain on one frame (frames of a stream one after the other) and queue its rows;
+        the frame is acknowledged once the broker has them, off this stream's critical path."""
+        sent = None
         try:
             try:
                 frame = decode_frame(event.value)
             except CodecError as e:
                 logger.warning("app %s: bad frame message to dead-letter: %s", app.name, e)
-                await (await dead.send(key=event.key, value=event.value))
+                sent = await dead.send(key=event.key, value=event.value)
                 return
             if not wants(app, frame):
                 return
             outcome = await engine.run(frame)
-            await (await out.send(key=frame.stream_id.encode(), value=outcome_message(app, outcome)))
+            sent = await out.send(key=frame.stream_id.encode(), value=outcome_message(app, outcome))
         finally:
-            await stream.ack(event)
+            task = asyncio.ensure_future(ack_when_sent(stream, event, sent))
+            acks.add(task)
+            task.add_done_callback(acks.discard)
 
     @fapp.agent(src, name=f"chain-{app.name}")
     async def chain(stream: Any) -> None:
