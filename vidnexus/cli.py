@@ -549,9 +549,8 @@ def sink(
 def sql_server(
     host: str = typer.Option("127.0.0.1", help="Address to bind."),
     port: int = typer.Option(8124, min=1, max=65535, help="Port."),
-    token: Optional[str] = typer.Option(None, envvar="VNX_SQL_TOKEN",
-                                        help="Bearer token clients must send (≥ 16 characters) [env: VNX_SQL_TOKEN]; "
-                                             "a random one is printed when absent."),
+    token: Optional[str] = typer.Option(None, help="Bearer token clients must send (≥ 16 characters) "
+                                                   "[env: VNX_SQL_TOKEN]; a random one is printed when absent."),
     max_rows: int = typer.Option(10_000, min=1, help="Rows returned at most per query."),
     timeout: float = typer.Option(10.0, min=1.0, help="Seconds a query may run."),
 ) -> None:
@@ -564,10 +563,12 @@ def sql_server(
     from vidnexus.connectors.store import open_store
     from vidnexus.sql_endpoint import EndpointLimits, SqlEndpoint
 
+    settings = _settings()
+    token = token or settings.sql_token
     if token is None:
         token = secrets.token_urlsafe(24)
         err_console.print(f"sql-server: no token given; use this one: {token}")
-    store = open_store(_settings())
+    store = open_store(settings)
     ep = SqlEndpoint(store, token, host, port, EndpointLimits(max_rows=max_rows, timeout_s=timeout))
     err_console.print(f"sql-server: http://{ep.address[0]}:{ep.address[1]}/sql (read-only)")
     try:
@@ -584,7 +585,9 @@ def config() -> None:
     s = _settings()
     t = Table("setting", "env", "value", "meaning")
     for name, f in Settings.model_fields.items():
-        t.add_row(name, f"VNX_{name.upper()}", str(getattr(s, name)), (f.description or "").strip())
+        value = getattr(s, name)
+        shown = "(set, hidden)" if name == "sql_token" and value else str(value)
+        t.add_row(name, f"VNX_{name.upper()}", shown, (f.description or "").strip())
     console.print(t)
 
 

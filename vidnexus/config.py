@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     metrics_host: str = "127.0.0.1"
     """Address the Prometheus endpoint binds to (0.0.0.0 inside a container)."""
 
+    sql_token: str | None = Field(default=None, repr=False)
+    """Bearer token of the read-only SQL endpoint (`vidnexus sql-server`), at least 16 characters."""
+
     @field_validator("topic_prefix")
     @classmethod
     def _prefix_is_a_topic_name(cls, v: str) -> str:

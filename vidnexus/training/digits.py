@@ -67,6 +67,12 @@ def render_cells(n: int, seed: int, noise: float = 6.0) -> tuple[np.ndarray, np.
     return xs, ys
 
 
+def _renderer() -> str:
+    import cv2
+
+    return f"opencv-{cv2.__version__}"
+
+
 def train(n_train: int = 12_000, epochs: int = 4, seed: int = 0) -> tuple[Any, dict[str, Any]]:
     """Train LeNet-5 on rendered cells; returns the model and a report with held-out accuracy."""
     import torch
@@ -95,7 +101,7 @@ def train(n_train: int = 12_000, epochs: int = 4, seed: int = 0) -> tuple[Any, d
     train_s = time.perf_counter() - t0
     acc = evaluate(model, seed=10_000 + seed)
     report = {"train_seconds": round(train_s, 2), "train_examples": n_train, "epochs": epochs,
-              "heldout_accuracy": acc, "heldout_examples": 4000}
+              "heldout_accuracy": acc, "heldout_examples": 4000, "renderer": _renderer()}
     return model, report
 
 
@@ -116,7 +122,9 @@ def load_or_train(model_dir: Path, min_accuracy: float = 0.99) -> tuple[Any, dic
     from vidnexus.gpu_executor.zoo import lenet5
 
     weights, meta = model_dir / WEIGHTS_NAME, model_dir / (WEIGHTS_NAME + ".json")
-    if weights.exists() and meta.exists():
+    # Cells are rendered with OpenCV's fonts, which change between OpenCV versions: weights trained
+    # under another renderer are retrained rather than trusted.
+    if weights.exists() and meta.exists() and json.loads(meta.read_text()).get("renderer") == _renderer():
         model = lenet5()
         model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
         return model.eval(), json.loads(meta.read_text())
