@@ -466,6 +466,9 @@ def scheduler(
     def show(doc: dict[str, Any]) -> None:
         err_console.print(f"scheduler: epoch {doc['epoch']}: {doc['devices']} executor(s), moved {doc['moved']}, "
                           f"assignments {doc['assignments']}, infeasible {doc['infeasible'] or 'none'}")
+        for a, sp in doc.get("splits", {}).items():
+            err_console.print(f"scheduler: app {a}: " + (f"split {sp['budgets_ms']} ms (even {sp['even_ms']}), "
+                                                       f"γ {sp['gamma']}, gain {sp['gain']}" if sp["ok"] else sp["reason"]))
 
     svc = SchedulerService(bus, settings, epoch_s=epoch, min_epoch_s=min_epoch, change=change, on_plan=show)
     signal.signal(signal.SIGTERM, lambda *a: svc.stop.set())

@@ -1,10 +1,12 @@
 """``vidnexus scheduler``: the epoch loop of the control plane.
 
-It reads executor stats from ``<prefix>.stats`` (per-session recent rates, SLOs, model profiles),
-and every epoch — ``epoch_s`` (default 30 s), earlier when a session's rate moves by more than
+It reads executor stats from ``<prefix>.stats`` (per-session recent rates, SLOs, model profiles)
+and app reports from ``<prefix>.apps`` (each app's DNN graph and measured fan-out, published by the
+workers), and every epoch — ``epoch_s`` (default 30 s), earlier when a session's rate moves by more than
 ``change`` or the set of live executors changes, but never more often than ``min_epoch_s`` — runs
 the incremental squishy planner, maps its nodes onto live executors, and publishes the plan to the
-compacted control topic ``<prefix>.control`` (key ``plan``). Executors apply it (batch sizes and the
+compacted control topic ``<prefix>.control`` (key ``plan``), with each app's latency split (query
+analysis: budgets per DNN stage from the measured fan-out and the profiles, next to the even split). Executors apply it (batch sizes and the
 request topics they consume). The decisions are the pure functions of ``squishy``, ``epochs`` and
 ``plans``; this module only moves documents.
 """
@@ -21,6 +23,7 @@ from vidnexus.config import Settings
 from vidnexus.connectors.bus import Bus
 from vidnexus.gpu_executor.epochs import assign_devices, replan
 from vidnexus.gpu_executor.plans import assign_executors, cover_idle_sessions, loads_from_stats, plan_document
+from vidnexus.gpu_executor.query_analysis import analyze_apps
 from vidnexus.gpu_executor.squishy import Plan, plan
 
 __all__ = ["SchedulerService", "control_topic"]
@@ -44,6 +47,7 @@ class SchedulerService:
         self.clock = clock or MonotonicClock()
         self.on_plan = on_plan
         self.latest: dict[str, tuple[float, dict[str, Any]]] = {}
+        self.app_reports: dict[str, tuple[float, dict[str, Any]]] = {}
         self.plan: Plan | None = None
         self.epoch = 0
         self.last_epoch_at = -1e18
@@ -52,6 +56,7 @@ class SchedulerService:
         self.stop = threading.Event()
         bus.create_topic(control_topic(settings), 1, compacted=True)
         bus.create_topic(settings.topic("stats"), 1)
+        bus.create_topic(settings.topic("apps"), 1)
 
     def alive(self, now: float) -> list[str]:
         return sorted(e for e, (t, _) in self.latest.items() if now - t <= self.stale_s)
@@ -86,6 +91,9 @@ class SchedulerService:
         doc = cover_idle_sessions(plan_document(new, self.epoch, wall_time(), short),
                                   {e: self.latest[e][1] for e in alive})
         doc["rates"] = {s.session_id: round(s.rate, 2) for s in loads}
+        # Query analysis: reports of workers heard from recently (a worker reports every 5 s).
+        reports = [d for t, d in self.app_reports.values() if now - t <= max(3 * self.stale_s, 15.0)]
+        doc["splits"] = {a: s.to_dict() for a, s in analyze_apps(reports, profiles).items()}
         doc["executors"] = alive
         self.bus.publish(control_topic(self.settings), b"plan", json.dumps(doc).encode())
         self.bus.flush()
@@ -97,16 +105,24 @@ class SchedulerService:
             self.on_plan(doc)
         return doc
 
+    def receive(self, topic: str, value: bytes) -> None:
+        """Take one stats or app-report message."""
+        try:
+            doc = json.loads(value)
+            if topic == self.settings.topic("apps"):
+                self.app_reports[f"{doc['app']}/{doc['worker']}"] = (self.clock.now(), doc)
+            else:
+                self.latest[str(doc["executor"])] = (self.clock.now(), doc)
+        except (ValueError, KeyError, TypeError) as e:
+            logger.warning("ignoring a malformed message on %s: %s", topic, e)
+
     def run(self) -> None:
-        consumer = self.bus.subscribe([self.settings.topic("stats")], group=None, from_beginning=False)
+        stats, apps = self.settings.topic("stats"), self.settings.topic("apps")
+        consumer = self.bus.subscribe([stats, apps], group=None, from_beginning=False)
         try:
             while not self.stop.is_set():
                 for m in consumer.poll(timeout_s=0.5):
-                    try:
-                        doc = json.loads(m.value)
-                        self.latest[str(doc["executor"])] = (self.clock.now(), doc)
-                    except (ValueError, KeyError) as e:
-                        logger.warning("ignoring a malformed stats message: %s", e)
+                    self.receive(m.topic, m.value)
                 now = self.clock.now()
                 if self.latest and self.due(now):
                     self.run_epoch(now)

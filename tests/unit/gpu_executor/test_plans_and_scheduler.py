@@ -83,3 +83,46 @@ def test_epochs_follow_rates_and_executor_deaths():
     assert {"s1", "s2"} <= set(third["assignments"]["e1"])
     published = [json.loads(m.value)["epoch"] for m in bus.subscribe([control_topic(settings)], None).poll(0.2)]
     assert published == [1, 2, 3] and [p["epoch"] for p in plans] == [1, 2, 3]
+
+
+def app_report(worker, frames, det_calls, cls_calls, slo_ms=300):
+    return {"app": "traffic", "worker": worker, "slo_ms": slo_ms, "models": ["det", "cls"],
+            "edges": [["frames", "det"], ["det", "cls"]],
+            "fanout": {"frames": frames, "calls": {"det": det_calls, "cls": cls_calls}, "edges": []}}
+
+
+def test_epoch_publishes_each_apps_latency_split_from_measured_fanout():
+    from vidnexus.gpu_executor.latency_split import Stage, split_latency, throughput_from_profile
+
+    settings = Settings(topic_prefix="qa")
+    bus, clock = MemoryBus(), FakeClock()
+    svc = SchedulerService(bus, settings, epoch_s=30, min_epoch_s=10, clock=clock)
+    det = Profile.linear(0.012, 0.010, 32)
+    cls = Profile.linear(0.003, 0.004, 64)
+    ex = {"executor": "e1", "profiles": {"det": det.to_dict(), "cls": cls.to_dict()},
+          "sessions": [{"session": "det-150ms", "model": "det", "slo_ms": 150, "rate_recent": 10.0}]}
+    svc.receive(settings.topic("stats"), json.dumps(ex).encode())
+    # Two workers: 100 frames → 100 detector calls → 1,000 classifier calls (γ = 10).
+    svc.receive(settings.topic("apps"), json.dumps(app_report("w1", 60, 60, 600)).encode())
+    svc.receive(settings.topic("apps"), json.dumps(app_report("w2", 40, 40, 400)).encode())
+    svc.receive(settings.topic("apps"), b"{not json")           # ignored, logged
+    doc = svc.run_epoch(clock.now())
+    sp = doc["splits"]["traffic"]
+    assert sp["ok"] and sp["gamma"] == {"frames->det": 1.0, "det->cls": 10.0}
+    want = split_latency(Stage("det", 1.0, throughput_from_profile(det),
+                               (Stage("cls", 10.0, throughput_from_profile(cls)),)), 0.3)
+    assert sp["budgets_ms"] == {k: round(v * 1000, 3) for k, v in want.budgets.items()}
+    assert sum(sp["budgets_ms"].values()) <= 300 and sp["even_ms"] == {"det": 150.0, "cls": 150.0}
+    assert sp["gain"] >= 1.0
+
+
+def test_apps_without_profiles_or_frames_are_reported_with_the_reason():
+    from vidnexus.gpu_executor.query_analysis import analyze_apps
+
+    rep = app_report("w", 0, 0, 0)
+    assert analyze_apps([rep], {}).get("traffic").reason == "no profile yet for ['det', 'cls']"
+    p = Profile.linear(0.001, 0.001, 8)
+    assert analyze_apps([rep], {"det": p, "cls": p})["traffic"].reason == "no frames seen yet"
+    slow = Profile.linear(0.5, 0.5, 8)  # 1 s for one input: no split of 300 ms works
+    bad = analyze_apps([app_report("w", 10, 10, 10)], {"det": slow, "cls": slow})["traffic"]
+    assert not bad.ok and "no split of 300 ms" in bad.reason

@@ -1,0 +1,122 @@
+"""Query analysis in the control plane: from the app reports workers publish (DNN graph, calls per
+model and per edge) and the models' profiles, split each app's SLO across its DNN stages with the
+latency-split dynamic program, next to the even split. Pure.
+
+The rate of a stage is its calls per frame (γ products measured at run time); the split only
+depends on relative rates, so no frame rate is needed. A model fed by several parents is placed
+under the first one (the dynamic program works on trees). Apps whose models have no profile yet, or
+whose SLO no split can meet, are reported with the reason.
+
+Example (Nexus Figure 4 shape: a detector feeding a classifier at γ = 2):
+    >>> from vidnexus.gpu_executor.profile import Profile
+    >>> profs = {"det": Profile.linear(0.010, 0.005, 32), "cls": Profile.linear(0.002, 0.003, 64)}
+    >>> rep = {"app": "a", "slo_ms": 200, "models": ["det", "cls"],
+    ...        "edges": [["frames", "det"], ["det", "cls"]],
+    ...        "fanout": {"frames": 100, "calls": {"det": 100, "cls": 200}, "edges": []}}
+    >>> r = analyze_apps([rep], profs)["a"]
+    >>> r.ok, sorted(r.budgets_ms), r.gain >= 1.0
+    (True, ['cls', 'det'], True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from vidnexus.gpu_executor.latency_split import Stage, even_split, split_latency, throughput_from_profile
+from vidnexus.gpu_executor.profile import Profile
+
+__all__ = ["AppSplit", "merge_reports", "analyze_apps"]
+
+
+@dataclass(frozen=True)
+class AppSplit:
+    app: str
+    ok: bool
+    reason: str = ""
+    budgets_ms: dict[str, float] = field(default_factory=dict)
+    even_ms: dict[str, float] = field(default_factory=dict)
+    gamma: dict[str, float] = field(default_factory=dict)
+    devices_per_frame_s: float = 0.0
+    even_devices_per_frame_s: float = 0.0
+
+    @property
+    def gain(self) -> float:
+        """Throughput of the analyzed split over the even split (≥ 1)."""
+        if not self.ok or self.devices_per_frame_s <= 0:
+            return 1.0
+        return self.even_devices_per_frame_s / self.devices_per_frame_s
+
+    def to_dict(self) -> dict[str, Any]:
+        g = self.gain
+        return {"ok": self.ok, "reason": self.reason, "budgets_ms": self.budgets_ms, "even_ms": self.even_ms,
+                "gamma": self.gamma, "gain": round(g, 4) if g != float("inf") else None}
+
+
+def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """One report per app: counts summed over its workers' latest reports."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in reports:
+        a = out.setdefault(r["app"], {"app": r["app"], "slo_ms": float(r["slo_ms"]), "models": list(r["models"]),
+                                      "edges": [list(e) for e in r["edges"]],
+                                      "fanout": {"frames": 0, "calls": {}, "edges": []}})
+        fo = r.get("fanout", {})
+        a["fanout"]["frames"] += int(fo.get("frames", 0))
+        for m, n in fo.get("calls", {}).items():
+            a["fanout"]["calls"][m] = a["fanout"]["calls"].get(m, 0) + int(n)
+    return out
+
+
+def _tree(models: Sequence[str], edges: Sequence[Sequence[str]], rate: Mapping[str, float],
+          profiles: Mapping[str, Profile]) -> list[Stage]:
+    parent: dict[str, str] = {}
+    for p, c in edges:
+        parent.setdefault(c, p)  # first parent wins: the DP needs a tree
+
+    def build(name: str) -> Stage:
+        kids = tuple(build(c) for c in models if parent.get(c) == name)
+        return Stage(name, rate[name], throughput_from_profile(profiles[name]), kids)
+
+    return [build(m) for m in models if parent.get(m) == "frames"]
+
+
+def analyze_apps(reports: Sequence[Mapping[str, Any]], profiles: Mapping[str, Profile],
+                 epsilon_s: float = 0.001) -> dict[str, AppSplit]:
+    """Latency split per app (see the module docstring)."""
+    out: dict[str, AppSplit] = {}
+    for name, r in merge_reports(reports).items():
+        frames = r["fanout"]["frames"]
+        calls = r["fanout"]["calls"]
+        missing = [m for m in r["models"] if m not in profiles]
+        if not r["models"]:
+            out[name] = AppSplit(name, False, "no DNN stages")
+            continue
+        if missing:
+            out[name] = AppSplit(name, False, f"no profile yet for {missing}")
+            continue
+        if frames <= 0:
+            out[name] = AppSplit(name, False, "no frames seen yet")
+            continue
+        rate = {m: calls.get(m, 0) / frames for m in r["models"]}
+        parent = {c: p for p, c in reversed([tuple(e) for e in r["edges"]])}
+        gamma = {}
+        for m in r["models"]:
+            p = parent.get(m, "frames")
+            base = 1.0 if p == "frames" else rate.get(p, 0.0)
+            gamma[f"{p}->{m}"] = round(rate[m] / base, 4) if base > 0 else 0.0
+        slo_s = r["slo_ms"] / 1000
+        budgets: dict[str, float] = {}
+        even: dict[str, float] = {}
+        cost = even_cost = 0.0
+        try:
+            for root in _tree(r["models"], r["edges"], rate, profiles):
+                s, e = split_latency(root, slo_s, epsilon_s), even_split(root, slo_s)
+                budgets.update({k: round(v * 1000, 3) for k, v in s.budgets.items()})
+                even.update({k: round(v * 1000, 3) for k, v in e.budgets.items()})
+                cost += s.devices
+                even_cost += e.devices
+        except ValueError as err:
+            out[name] = AppSplit(name, False, str(err), gamma=gamma)
+            continue
+        out[name] = AppSplit(name, True, "", budgets, even, gamma, cost, even_cost)
+    return out
