@@ -18,6 +18,7 @@ PURE = [
     "gpu_executor/squishy.py",
     "gpu_executor/latency_split.py",
     "gpu_executor/query_analysis.py",
+    "gpu_executor/weg.py",
     "gpu_executor/epochs.py",
     "gpu_executor/baselines.py",
     "streams/sampling.py",
