@@ -397,7 +397,7 @@ def ingest(
 # -- bench -------------------------------------------------------------------------------------
 @app.command()
 def bench(
-    name: str = typer.Argument(..., help="Benchmark: drop-policies, prefix, multiplex, scheduler, latency-split, ingest or runtimes"),
+    name: str = typer.Argument(..., help="Benchmark: drop-policies, prefix, multiplex, scheduler, latency-split, ingest, runtimes or weg"),
     quick: bool = typer.Option(False, help="A reduced run that finishes in about a minute."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON result here."),
 ) -> None:

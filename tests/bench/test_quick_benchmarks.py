@@ -20,6 +20,7 @@ SUMMARY_KEYS = {
     "latency-split": {"min_gain", "max_gain"},
     "ingest": {"decode_all_vs_ffmpeg", "sample_1fps_speedup_over_decode_all"},
     "runtimes": {"local_msgs_per_s", "faust_msgs_per_s", "local_over_faust", "faust_overhead_us_per_msg"},
+    "weg": {"speedup_5_0.9", "acc_delta_5_0.9", "speedup_random", "acc_delta_random"},
 }
 
 

@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, str] = {
     "latency-split": "vidnexus.benchmarks.latency_split_bench",
     "ingest": "vidnexus.benchmarks.ingest_bench",
     "runtimes": "vidnexus.benchmarks.runtimes",
+    "weg": "vidnexus.benchmarks.weg_bench",
 }
 """Benchmark name → module with ``run(quick, console)`` (imported only when that benchmark runs)."""
 
