@@ -7,7 +7,8 @@ other classes; "random" is uniform over all classes. For every input the oracle'
 each compact template's features come from the real models on real rendered test images; the cost
 of an input is the measured batch-1 cost of the models WEG ran on it (the oracle for window inputs,
 fall-throughs and audits; the compact model for every specialized input), plus the measured time of
-every retraining. Without WEG every input costs one oracle call.
+every retraining (a head trained earlier in the stream for the same dominant set is reused at no
+cost). Without WEG every input costs one oracle call.
 """
 
 from __future__ import annotations
@@ -53,16 +54,22 @@ def run_trace(labels: np.ndarray, pool: dict[str, Any], params: Any, templates: 
     correct = 0
     cost_ms = 0.0
     retrain_s: list[float] = []
+    reused = 0
     for y in labels:
         i = int(rng.choice(pool["by_class"][int(y)]))
         oracle = int(pool["oracle_pred"][i])
         act = weg.next_action()
         if act.kind == "specialize":
-            dom = tuple(int(c) for c in act.dominant)
-            head = specialize(pool["train_cache"][act.template], dom, seed=len(retrain_s))
-            retrain_s.append(head.train_seconds)
-            cost_ms += head.train_seconds * 1000
-            heads[act.template] = head
+            dom = tuple(sorted(int(c) for c in act.dominant))
+            key = f"{act.template}:{dom}"
+            if key in heads:           # this stream specialized to the same D before: reuse the head
+                head = heads[key]
+                reused += 1
+            else:
+                head = specialize(pool["train_cache"][act.template], dom, seed=len(retrain_s))
+                retrain_s.append(head.train_seconds)
+                cost_ms += head.train_seconds * 1000
+                heads[key] = head
             weg.specialized(act.dominant, act.template)
             act = weg.next_action()
         if act.kind == "oracle":
@@ -87,7 +94,7 @@ def run_trace(labels: np.ndarray, pool: dict[str, Any], params: Any, templates: 
     return {
         "inputs": n, "accuracy": correct / n, "cost_ms_per_input": cost_ms / n,
         "special_rate": round(m.special_rate, 4), "cascade_rate": round(m.cascade_rate, 4),
-        "specializations": m.specializations, "epochs": m.epochs,
+        "specializations": m.specializations, "heads_reused": reused, "epochs": m.epochs,
         "exits_accuracy": m.exits_accuracy, "exits_false_positive": m.exits_fp,
         "mean_dominant": round(float(np.mean(m.dominant_sizes)), 2) if m.dominant_sizes else 0,
         "mean_window": round(float(np.mean(m.window_sizes)), 1) if m.window_sizes else 0,

@@ -56,19 +56,19 @@ def specialize(cache: FeatureCache, dominant: Sequence[int], *, skew: float = 0.
     idx = np.concatenate([dom_idx, rng.choice(other_idx, n_other, replace=False)])
     remap = {c: i for i, c in enumerate(dom)}
     y = np.array([remap.get(int(c), len(dom)) for c in cache.labels[idx]], np.int64)
-    x = cache.feats[idx].astype(np.float64)
+    x = cache.feats[idx].astype(np.float32)
     # Softmax regression, full batch, Adam: a few milliseconds for a few thousand examples.
     k = len(dom) + 1
     scale = 1.0 / (x.std() + 1e-6)
     x = x * scale
-    w = rng.normal(0, 0.01, (k, x.shape[1]))
-    b = np.zeros(k)
-    onehot = np.eye(k)[y]
+    w = rng.normal(0, 0.01, (k, x.shape[1])).astype(np.float32)
+    b = np.zeros(k, np.float32)
+    onehot = np.eye(k, dtype=np.float32)[y]
     mw, vw, mb, vb = np.zeros_like(w), np.zeros_like(w), np.zeros_like(b), np.zeros_like(b)
     lr, b1, b2 = 0.05, 0.9, 0.999
     for t in range(1, steps + 1):
         z = x @ w.T + b
-        z -= z.max(1, keepdims=True)
+        z -= z.max()  # one constant is enough against overflow (row maxima cost more than the rest)
         p = np.exp(z)
         p /= p.sum(1, keepdims=True)
         g = (p - onehot) / len(x)
