@@ -265,6 +265,25 @@ class Executor:
         with self._lock:
             return self.core.targets()
 
+    def add_session(self, spec: SessionSpec, runner: Runner | None = None, profile: Profile | None = None) -> None:
+        """Host one more session (a plan gave it to this executor); ``runner`` and ``profile`` when its
+        model is new here. Idempotent for a session already hosted."""
+        with self._lock:
+            if spec.session_id in self._specs:
+                return
+            if runner is not None:
+                self.runners[spec.model] = runner
+            if profile is not None:
+                self.core.with_profile(spec.model, profile)
+            if spec.model not in self.runners:
+                raise ValueError(f"session {spec.session_id}: model {spec.model} is not loaded here")
+            self.core.add_session(spec)
+            self._specs[spec.session_id] = spec
+
+    def hosts_model(self, model: str) -> bool:
+        with self._lock:
+            return model in self.runners
+
     def set_targets(self, targets: Mapping[str, int]) -> None:
         with self._lock:
             self.core.set_targets(targets)

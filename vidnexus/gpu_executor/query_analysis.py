@@ -2,8 +2,9 @@
 model and per edge) and the models' profiles, split each app's SLO across its DNN stages with the
 latency-split dynamic program, next to the even split. Pure.
 
-The rate of a stage is its calls per frame (γ products measured at run time); the split only
-depends on relative rates, so no frame rate is needed. A model fed by several parents is placed
+The rate of a stage is its calls per frame (the γ products measured at run time, γ being child
+requests per answered parent request); the split only depends on relative rates, so no frame rate
+is needed. A model fed by several parents is placed
 under the first one (the dynamic program works on trees). Apps whose models have no profile yet, or
 whose SLO no split can meet, are reported with the reason.
 
@@ -59,11 +60,13 @@ def merge_reports(reports: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, A
     for r in reports:
         a = out.setdefault(r["app"], {"app": r["app"], "slo_ms": float(r["slo_ms"]), "models": list(r["models"]),
                                       "edges": [list(e) for e in r["edges"]],
-                                      "fanout": {"frames": 0, "calls": {}, "edges": []}})
+                                      "fanout": {"frames": 0, "calls": {}, "ok": {}, "edges": []}})
         fo = r.get("fanout", {})
         a["fanout"]["frames"] += int(fo.get("frames", 0))
-        for m, n in fo.get("calls", {}).items():
-            a["fanout"]["calls"][m] = a["fanout"]["calls"].get(m, 0) + int(n)
+        for key in ("calls", "ok"):
+            into = a["fanout"].setdefault(key, {})
+            for m, n in fo.get(key, {}).items():
+                into[m] = into.get(m, 0) + int(n)
     return out
 
 
@@ -98,12 +101,13 @@ def analyze_apps(reports: Sequence[Mapping[str, Any]], profiles: Mapping[str, Pr
             out[name] = AppSplit(name, False, "no frames seen yet")
             continue
         rate = {m: calls.get(m, 0) / frames for m in r["models"]}
+        answered = r["fanout"].get("ok") or calls  # older reports carry calls only
         parent = {c: p for p, c in reversed([tuple(e) for e in r["edges"]])}
         gamma = {}
         for m in r["models"]:
             p = parent.get(m, "frames")
-            base = 1.0 if p == "frames" else rate.get(p, 0.0)
-            gamma[f"{p}->{m}"] = round(rate[m] / base, 4) if base > 0 else 0.0
+            base = frames if p == "frames" else answered.get(p, 0)
+            gamma[f"{p}->{m}"] = round(calls.get(m, 0) / base, 4) if base > 0 else 0.0
         slo_s = r["slo_ms"] / 1000
         budgets: dict[str, float] = {}
         even: dict[str, float] = {}

@@ -23,8 +23,9 @@ from vidnexus.config import Settings
 from vidnexus.connectors.bus import Bus
 from vidnexus.gpu_executor.epochs import assign_devices, replan
 from vidnexus.gpu_executor.plans import assign_executors, cover_idle_sessions, loads_from_stats, plan_document
-from vidnexus.gpu_executor.query_analysis import analyze_apps
-from vidnexus.gpu_executor.squishy import Plan, plan
+from vidnexus.gpu_executor.query_analysis import analyze_apps, merge_reports
+from vidnexus.gpu_executor.service import session_name
+from vidnexus.gpu_executor.squishy import Plan, SessionLoad, plan
 
 __all__ = ["SchedulerService", "control_topic"]
 
@@ -48,6 +49,7 @@ class SchedulerService:
         self.on_plan = on_plan
         self.latest: dict[str, tuple[float, dict[str, Any]]] = {}
         self.app_reports: dict[str, tuple[float, dict[str, Any]]] = {}
+        self.report_rates: dict[str, float] = {}
         self.plan: Plan | None = None
         self.epoch = 0
         self.last_epoch_at = -1e18
@@ -77,9 +79,33 @@ class SchedulerService:
                 return True
         return False
 
+    def split_loads(self, now: float, loads: list[SessionLoad],
+                    profiles: dict[str, Any]) -> tuple[list[SessionLoad], dict[str, Any]]:
+        """Query analysis: each app's split (10 ms steps, so stage SLOs do not churn), and one
+        session per (model, stage SLO) at the app's frame rate × the model's calls per frame, added
+        to the executors' loads (their measured rate wins when they already serve it)."""
+        fresh = {k: v for k, v in self.app_reports.items() if now - v[0] <= max(3 * self.stale_s, 15.0)}
+        splits = analyze_apps([d for _, d in fresh.values()], profiles, epsilon_s=0.01)
+        frame_rate: dict[str, float] = {}
+        for key, (_, d) in fresh.items():
+            frame_rate[d["app"]] = frame_rate.get(d["app"], 0.0) + self.report_rates.get(key, 0.0)
+        merged = {s.session_id: s for s in loads}
+        totals = merge_reports([d for _, d in fresh.values()])
+        for app, sp in splits.items():
+            if not sp.ok:
+                continue
+            frames = max(1, totals[app]["fanout"]["frames"])
+            for m, budget in sp.budgets_ms.items():
+                sid = session_name(m, budget)
+                rate = frame_rate.get(app, 0.0) * totals[app]["fanout"]["calls"].get(m, 0) / frames
+                old = merged.get(sid)
+                merged[sid] = SessionLoad(sid, m, budget / 1000, max(rate, old.rate if old else 0.0))
+        return sorted(merged.values(), key=lambda s: s.session_id), {a: s.to_dict() for a, s in splits.items()}
+
     def run_epoch(self, now: float) -> dict[str, Any]:
         alive = self.alive(now)
         loads, profiles = loads_from_stats([self.latest[e][1] for e in alive])
+        loads, splits = self.split_loads(now, loads, profiles)
         prev = self.plan
         if prev is not None:
             from dataclasses import replace
@@ -91,9 +117,7 @@ class SchedulerService:
         doc = cover_idle_sessions(plan_document(new, self.epoch, wall_time(), short),
                                   {e: self.latest[e][1] for e in alive})
         doc["rates"] = {s.session_id: round(s.rate, 2) for s in loads}
-        # Query analysis: reports of workers heard from recently (a worker reports every 5 s).
-        reports = [d for t, d in self.app_reports.values() if now - t <= max(3 * self.stale_s, 15.0)]
-        doc["splits"] = {a: s.to_dict() for a, s in analyze_apps(reports, profiles).items()}
+        doc["splits"] = splits
         doc["executors"] = alive
         self.bus.publish(control_topic(self.settings), b"plan", json.dumps(doc).encode())
         self.bus.flush()
@@ -110,7 +134,12 @@ class SchedulerService:
         try:
             doc = json.loads(value)
             if topic == self.settings.topic("apps"):
-                self.app_reports[f"{doc['app']}/{doc['worker']}"] = (self.clock.now(), doc)
+                key, now = f"{doc['app']}/{doc['worker']}", self.clock.now()
+                prev = self.app_reports.get(key)
+                if prev is not None and now > prev[0]:  # frames/s of this worker between two reports
+                    df = int(doc["fanout"]["frames"]) - int(prev[1]["fanout"]["frames"])
+                    self.report_rates[key] = max(0.0, df / (now - prev[0]))
+                self.app_reports[key] = (now, doc)
             else:
                 self.latest[str(doc["executor"])] = (self.clock.now(), doc)
         except (ValueError, KeyError, TypeError) as e:

@@ -145,7 +145,7 @@ def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu"
             now = clock.now()
             sessions_doc = []
             seen = {st["session"]: st for st in executor.stats()}
-            for sid in by_session:  # every hosted session, also those that had no request yet
+            for sid in list(by_session):  # every hosted session, also those that had no request yet
                 st = seen.get(sid, {"session": sid, "arrivals": 0, "replies": 0, "drops": {}})
                 t0, n0 = last.get(sid, (now - stats_every_s, 0))
                 st["rate_recent"] = (st["arrivals"] - n0) / max(1e-3, now - t0)
@@ -160,6 +160,30 @@ def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu"
                 bus.publish(stats_topic, eid.encode(), json.dumps(doc, default=str).encode())
             except Exception as e:
                 logger.warning("cannot publish stats: %s", e)
+
+    def host(sid: str) -> None:
+        """A plan gave this executor a session it does not host (e.g. a stage SLO from the latency
+        split): create it, loading the model first when it is new here."""
+        from vidnexus.gpu_executor.service import parse_session_name
+
+        parsed = parse_session_name(sid)
+        if parsed is None:
+            logger.warning("plan names session %s, which is not MODEL-SLOms; ignored", sid)
+            return
+        model, slo_ms = parsed
+        runner = prof = None
+        if not executor.hosts_model(model):
+            try:
+                r, p = prepare_models(settings, [model], device, weights)
+            except Exception as e:  # an unknown or broken model must not stop the executor
+                logger.error("cannot load model %s for session %s: %s", model, sid, e)
+                return
+            runner, prof = r[model], p[model]
+            logger.info("loaded model %s for session %s", model, sid)
+        spec = SessionSpec(sid, model, slo_ms / 1000, policy=policy)  # type: ignore[arg-type]
+        executor.add_session(spec, runner, prof)
+        service.add_session(sid)
+        by_session[sid] = spec
 
     def follow() -> None:
         """Apply the scheduler's plans: batch sizes, and which sessions' requests to consume."""
@@ -179,6 +203,9 @@ def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu"
                     continue
                 seen = int(doc["epoch"])
                 mine = assignment_of(doc, eid)
+                for sid in mine:
+                    if sid not in by_session:
+                        host(sid)
                 executor.set_targets(mine)
                 service.set_sessions(list(mine))
                 logger.info("plan epoch %d: serving %s", seen, mine or "nothing")

@@ -20,7 +20,7 @@ from vidnexus.errors import CodecError
 from vidnexus.gpu_executor.executor import Executor, InferReply
 from vidnexus.gpu_executor.wire import WireReply, decode_request, encode_reply
 
-__all__ = ["ExecutorService", "request_topic", "session_name"]
+__all__ = ["ExecutorService", "request_topic", "session_name", "parse_session_name"]
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +28,17 @@ logger = logging.getLogger(__name__)
 def session_name(model: str, slo_ms: float) -> str:
     """Canonical session id of (model, SLO): ``resnet18-100ms``."""
     return f"{model}-{slo_ms:g}ms"
+
+
+def parse_session_name(session_id: str) -> tuple[str, float] | None:
+    """``resnet18-100ms`` → ``("resnet18", 100.0)``; None when it is not a canonical name."""
+    model, sep, slo = session_id.rpartition("-")
+    if not sep or not model or not slo.endswith("ms"):
+        return None
+    try:
+        return model, float(slo[:-2])
+    except ValueError:
+        return None
 
 
 def request_topic(settings: Settings, session_id: str) -> str:
@@ -56,6 +67,12 @@ class ExecutorService:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def add_session(self, session_id: str, partitions: int = 4) -> None:
+        """A session the executor now hosts: its request topic exists and may be consumed."""
+        if session_id not in self.sessions:
+            self.bus.create_topic(request_topic(self.settings, session_id), partitions)
+            self.sessions = [*self.sessions, session_id]
 
     def set_sessions(self, session_ids: Sequence[str]) -> None:
         """Consume only these sessions' request topics from now on (the plan moved the others away).

@@ -102,14 +102,16 @@ class FanOut:
 
     frames: int = 0
     calls: Counter[str] = field(default_factory=Counter)
+    ok: Counter[str] = field(default_factory=Counter)
     edges: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     def gamma(self, parent: str, child: str) -> float | None:
-        base = self.frames if parent == "frames" else self.calls[parent]
+        """Child requests per answered parent request (dropped parents have no children)."""
+        base = self.frames if parent == "frames" else self.ok[parent]
         return self.edges[(parent, child)] / base if base else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"frames": self.frames, "calls": dict(self.calls),
+        return {"frames": self.frames, "calls": dict(self.calls), "ok": dict(self.ok),
                 "edges": [[p, c, n] for (p, c), n in sorted(self.edges.items())]}
 
 
@@ -121,6 +123,8 @@ class ChainEngine:
         self.app, self.backend = app, backend
         self.steps = app.steps()
         self.fanout = FanOut()
+        self.ordered = _has_window(self.steps)
+        """Whether frames of one stream must be processed in order (the chain has a window)."""
         self._windows: dict[str, TumblingWindows] = {}
         self._errors_logged = 0
 
@@ -136,6 +140,10 @@ class ChainEngine:
         elif out.reasons:
             out.status = "partial" if out.row_count() or items else "dropped"
         return out
+
+    def order_key(self, frame: Frame) -> str:
+        """The dispatch key: the stream when order matters, else the frame (all run concurrently)."""
+        return frame.stream_id if self.ordered else f"{frame.stream_id}#{frame.frame_no}"
 
     async def flush(self) -> list[FrameOutcome]:
         """Close all open windows (end of input): their rows, as outcomes of no frame."""
@@ -218,6 +226,8 @@ class ChainEngine:
         if not flat:
             return [it for it, xs in zip(kept, per_item) if st.many and not xs]
         replies = await asyncio.gather(*(self.backend.infer(m, flat, ctx.deadline) for m in st.models))
+        for m, rs in zip(st.models, replies):
+            self.fanout.ok[m.name] += sum(1 for r in rs if r.ok)
         out: list[_Item] = []
         pos = 0
         upstream = tuple(m.name for m in st.models)
@@ -327,6 +337,10 @@ class ChainEngine:
                 except KeyError:
                     pass
         raise KeyError(path)
+
+
+def _has_window(steps: Sequence[Step]) -> bool:
+    return any(st.kind == "window" or any(_has_window(sub) for _, sub in st.branches) for st in steps)
 
 
 @dataclass

@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import socket
+import threading
 from typing import Any
 
 from vidnexus.config import Settings
@@ -28,7 +29,8 @@ from vidnexus.operators.engine import FRAMES_TABLE, ChainEngine, FrameOutcome, K
 from vidnexus.operators.rows import encode_rows
 from vidnexus.streams.frame import decode_frame
 
-__all__ = ["run_worker", "rows_topic", "frames_topic", "apps_topic", "worker_group", "app_report", "outcome_message"]
+__all__ = ["run_worker", "rows_topic", "frames_topic", "apps_topic", "worker_group", "app_report", "outcome_message",
+           "split_to_adopt"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +60,41 @@ def app_report(app: App, engine: ChainEngine, worker_id: str) -> dict[str, Any]:
             "models": list(g.models), "edges": [list(e) for e in g.edges], "fanout": engine.fanout.to_dict()}
 
 
+def split_to_adopt(app: App, doc: dict[str, Any]) -> dict[str, float] | None:
+    """The stage SLOs of ``app`` in a plan document, once every stage's session is assigned to an
+    executor (switching earlier would send requests nobody consumes); None otherwise."""
+    from vidnexus.gpu_executor.service import session_name
+
+    sp = (doc.get("splits") or {}).get(app.name)
+    if not sp or not sp.get("ok"):
+        return None
+    budgets = {m: float(b) for m, b in sp["budgets_ms"].items()}
+    served = {sid for per in (doc.get("assignments") or {}).values() for sid in per}
+    if any(session_name(m, b) not in served for m, b in budgets.items()):
+        return None
+    return budgets
+
+
+def follow_splits(app: App, settings: Settings, bus: Any, backend: Any, stop: threading.Event) -> None:
+    from vidnexus.gpu_executor.scheduler import control_topic
+
+    bus.create_topic(control_topic(settings), 1, compacted=True)
+    consumer = bus.subscribe([control_topic(settings)], group=None, from_beginning=True)
+    try:
+        while not stop.is_set():
+            for m in consumer.poll(timeout_s=0.5):
+                try:
+                    doc = json.loads(m.value)
+                except ValueError:
+                    continue
+                budgets = split_to_adopt(app, doc)
+                if budgets is not None and budgets != backend.slos:
+                    logger.warning("app %s: stage SLOs from the scheduler's split: %s ms", app.name, budgets)
+                    backend.slos = budgets
+    finally:
+        consumer.close()
+
+
 def outcome_message(app: App, o: FrameOutcome) -> bytes:
     rows = dict(o.rows)
     if o.frame_no >= 0:
@@ -84,7 +121,12 @@ def run_worker(app: App, settings: Settings, *, concurrency: int = 32, partition
     bus.create_topic(settings.topic("dead.frames"), 1)
     bus.create_topic(apps_topic(settings), 1)
     client = ExecutorClient(bus, settings)
-    engine = ChainEngine(app, RemoteBackend(app, client, stage_slos(app, split)))
+    backend = RemoteBackend(app, client, stage_slos(app, split))
+    engine = ChainEngine(app, backend)
+    stop_follow = threading.Event()
+    if split is None:  # stage SLOs given by hand stay; otherwise follow the scheduler's latency split
+        threading.Thread(target=follow_splits, args=(app, settings, bus, backend, stop_follow),
+                         daemon=True, name="vnx-splits").start()
     brokers = ";".join(f"kafka://{h}" for h in settings.kafka_bootstrap.split(","))
     fapp = faust.App(
         worker_group(settings, app),
@@ -140,6 +182,8 @@ def run_worker(app: App, settings: Settings, *, concurrency: int = 32, partition
     async def chain(stream: Any) -> None:
         async for event in stream.noack().events():
             key = event.key.decode("utf-8", "replace") if isinstance(event.key, bytes) else str(event.key)
+            if not engine.ordered:  # no window in the chain: frames of a stream need not wait for each other
+                key = f"{key}@{event.message.partition}:{event.message.offset}"
             await disp.submit(key, lambda ev=event: handle(stream, ev))
 
     worker_id = f"{socket.gethostname()}-{os.getpid()}"
@@ -162,5 +206,6 @@ def run_worker(app: App, settings: Settings, *, concurrency: int = 32, partition
     try:
         worker.execute_from_commandline()
     finally:
+        stop_follow.set()
         client.close()
         bus.close()

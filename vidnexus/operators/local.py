@@ -95,7 +95,7 @@ class LocalRuntime:
             if not wants(self.app, f):
                 self.stats.skipped += 1
                 continue
-            await disp.submit(f.stream_id, lambda f=f: self._one(f))
+            await disp.submit(self.engine.order_key(f), lambda f=f: self._one(f))
         await disp.drain()
         for o in await self.engine.flush():
             self.write(o)
@@ -125,7 +125,7 @@ class LocalRuntime:
                     if not wants(self.app, f):
                         self.stats.skipped += 1
                         continue
-                    await disp.submit(f.stream_id, lambda f=f: self._one(f))
+                    await disp.submit(self.engine.order_key(f), lambda f=f: self._one(f))
                 if msgs:
                     await disp.drain()
                     consumer.commit()

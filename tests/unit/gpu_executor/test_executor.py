@@ -99,3 +99,24 @@ def test_unknown_session_and_overload_are_accounted():
 def test_missing_runner_is_rejected():
     with pytest.raises(ValueError, match="no runner"):
         Executor([SessionSpec("s", "m", 1.0)], {}, {"m": P})
+
+
+def test_sessions_added_at_run_time_serve_with_a_new_model_or_an_existing_one():
+    ex = Executor([SessionSpec("dbl-100ms", "m1", 2.0)], {"m1": lambda xs: [2 * x for x in xs]}, {"m1": P})
+    with ex:
+        assert ex.submit("neg-50ms", 1).result(timeout=5).reason == "error"    # not hosted yet
+        ex.add_session(SessionSpec("neg-50ms", "m2", 2.0), lambda xs: [-x for x in xs], P)
+        ex.add_session(SessionSpec("dbl-40ms", "m1", 2.0))                    # same model, new SLO
+        ex.add_session(SessionSpec("dbl-40ms", "m1", 2.0))                    # idempotent
+        assert ex.submit("neg-50ms", 3).result(timeout=5).output == -3
+        assert ex.submit("dbl-40ms", 3).result(timeout=5).output == 6
+        with pytest.raises(ValueError, match="model m3 is not loaded"):
+            ex.add_session(SessionSpec("x-10ms", "m3", 1.0))
+
+
+def test_canonical_session_names_round_trip():
+    from vidnexus.gpu_executor.service import parse_session_name, session_name
+
+    assert parse_session_name(session_name("mobilenet_v3_small", 120.0)) == ("mobilenet_v3_small", 120.0)
+    assert parse_session_name("hud_digits-600000ms") == ("hud_digits", 600000.0)
+    assert parse_session_name("digits") is None and parse_session_name("a-fastms") is None

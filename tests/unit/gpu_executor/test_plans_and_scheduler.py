@@ -110,7 +110,7 @@ def test_epoch_publishes_each_apps_latency_split_from_measured_fanout():
     sp = doc["splits"]["traffic"]
     assert sp["ok"] and sp["gamma"] == {"frames->det": 1.0, "det->cls": 10.0}
     want = split_latency(Stage("det", 1.0, throughput_from_profile(det),
-                               (Stage("cls", 10.0, throughput_from_profile(cls)),)), 0.3)
+                               (Stage("cls", 10.0, throughput_from_profile(cls)),)), 0.3, epsilon_s=0.01)
     assert sp["budgets_ms"] == {k: round(v * 1000, 3) for k, v in want.budgets.items()}
     assert sum(sp["budgets_ms"].values()) <= 300 and sp["even_ms"] == {"det": 150.0, "cls": 150.0}
     assert sp["gain"] >= 1.0
@@ -126,3 +126,31 @@ def test_apps_without_profiles_or_frames_are_reported_with_the_reason():
     slow = Profile.linear(0.5, 0.5, 8)  # 1 s for one input: no split of 300 ms works
     bad = analyze_apps([app_report("w", 10, 10, 10)], {"det": slow, "cls": slow})["traffic"]
     assert not bad.ok and "no split of 300 ms" in bad.reason
+
+
+def test_split_sessions_enter_the_plan_at_the_measured_frame_rate_and_workers_adopt_them():
+    from vidnexus.operators.chain import App
+    from vidnexus.operators.faust_runtime import split_to_adopt
+
+    settings = Settings(topic_prefix="qa2")
+    bus, clock = MemoryBus(), FakeClock()
+    svc = SchedulerService(bus, settings, epoch_s=30, min_epoch_s=10, clock=clock)
+    det, cls = Profile.linear(0.012, 0.010, 32), Profile.linear(0.003, 0.004, 64)
+    ex = {"executor": "e1", "profiles": {"det": det.to_dict(), "cls": cls.to_dict()}, "sessions": []}
+    svc.receive(settings.topic("stats"), json.dumps(ex).encode())
+    svc.receive(settings.topic("apps"), json.dumps(app_report("w1", 100, 100, 400)).encode())
+    clock.advance(5)
+    svc.receive(settings.topic("stats"), json.dumps(ex).encode())
+    svc.receive(settings.topic("apps"), json.dumps(app_report("w1", 150, 150, 600)).encode())  # 10 frames/s
+    doc = svc.run_epoch(clock.now())
+    sp = doc["splits"]["traffic"]
+    assert all(b % 10 == 0 for b in sp["budgets_ms"].values())          # 10 ms steps: no churn
+    sids = {m: f"{m}-{b:g}ms" for m, b in sp["budgets_ms"].items()}
+    assert doc["rates"][sids["det"]] == 10.0 and doc["rates"][sids["cls"]] == 40.0   # γ = 4
+    assert {sids["det"], sids["cls"]} <= set(doc["assignments"]["e1"])
+
+    app = App("traffic", slo_ms=300)
+    assert split_to_adopt(app, doc) == sp["budgets_ms"]
+    unassigned = dict(doc, assignments={"e1": {sids["det"]: 4}})
+    assert split_to_adopt(app, unassigned) is None                      # cls-… not served yet: wait
+    assert split_to_adopt(App("other", 100), doc) is None

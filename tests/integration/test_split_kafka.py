@@ -1,0 +1,112 @@
+"""Query analysis end to end: a worker reports its app's DNN graph and fan-out, the scheduler splits
+the app's SLO across the two stages and plans those sessions, the executor creates them, and the
+worker moves its requests to them — with every frame accounted meanwhile."""
+
+import json
+import os
+import signal
+import threading
+import time
+import uuid
+
+import pytest
+
+from vidnexus.config import Settings
+from vidnexus.connectors.clickhouse_store import ClickHouseStore
+from vidnexus.connectors.kafka_bus import KafkaBus
+from tests.integration.test_operators_kafka import frames, publish, start, stop, wait_count
+
+APP_REF = "tests.integration.apps.two_stage:app"
+
+
+@pytest.mark.timeout(600)
+def test_scheduler_split_is_planned_hosted_and_adopted(kafka_bootstrap, clickhouse_url):
+    from vidnexus.training.digits import load_or_train
+
+    load_or_train(Settings().data_dir / "models")
+    prefix = f"spl{uuid.uuid4().hex[:8]}"
+    env = dict(os.environ, VNX_BUS="kafka", VNX_STORE="clickhouse", VNX_KAFKA_BOOTSTRAP=kafka_bootstrap,
+               VNX_CLICKHOUSE_URL=clickhouse_url, VNX_TOPIC_PREFIX=prefix, PYTHONPATH=os.getcwd())
+    settings = Settings(bus="kafka", kafka_bootstrap=kafka_bootstrap, topic_prefix=prefix)
+    log: list[str] = []
+    procs = []
+    bus = KafkaBus(kafka_bootstrap, timeout_s=10)
+    store = ClickHouseStore(clickhouse_url)
+    try:
+        # The executor starts with the even split (1000 ms over 2 stages); the scheduler re-plans.
+        procs.append(start(env, "executor", "--id", "ex1", "--threads", "1", "--stats-every", "1",
+                           "-s", "mobilenet_v3_small:500", "-s", "hud_digits:500", ready="executor: serving", log=log))
+        procs.append(start(env, "sink", "--max-delay", "0.3", ready="sink:", log=log))
+        procs.append(start(env, "scheduler", "--epoch", "6", "--min-epoch", "3", ready="scheduler: running", log=log))
+        procs.append(start(env, "worker", APP_REF, "--concurrency", "8", ready="started", log=log))
+        tag = uuid.uuid4().hex[:6]
+        fs = frames(tag, streams=2, per_stream=600)  # up to 2 minutes of 2 streams at 5 fps
+        for f in fs:
+            f.tags["apps"] = "two_stage"
+        plans = bus.subscribe([settings.topic("control")], group=None, from_beginning=True)
+        stats = bus.subscribe([settings.topic("stats")], group=None, from_beginning=False)
+        docs: list[dict] = []
+
+        sent: list = []
+        halt = threading.Event()
+        pairs = sorted(fs, key=lambda f: (f.frame_no, f.stream_id))
+
+        def feed():
+            from dataclasses import replace
+
+            from vidnexus.clock import wall_time
+
+            for i in range(0, len(pairs), 2):  # live: 10 frames/s, fresh ingest times, until told to stop
+                if halt.is_set():
+                    return
+                now = wall_time()
+                batch = [replace(f, ingest_ts=now, capture_ts=now) for f in pairs[i : i + 2]]
+                publish(bus, settings, batch)
+                sent.extend(batch)
+                time.sleep(0.2)
+
+        feeder = threading.Thread(target=feed)
+        feeder.start()
+        adopted = None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and adopted is None:
+            for m in plans.poll(timeout_s=0.5):
+                d = json.loads(m.value)
+                docs.append(d)
+                sp = d.get("splits", {}).get("two_stage", {})
+                if sp.get("ok"):
+                    sids = {f"{k}-{v:g}ms" for k, v in sp["budgets_ms"].items()}
+                    served = {s for per in d["assignments"].values() for s in per}
+                    if sids <= served:
+                        adopted = (d, sp, sids)
+        assert adopted, f"no plan with a latency split for two_stage; last: {docs[-1:] }\n{''.join(log[-30:])}"
+        doc, sp, sids = adopted
+        assert 5.0 <= sp["gamma"]["mobilenet_v3_small->hud_digits"] <= 7.0   # 6 cells per frame (drops aside)
+        assert sum(sp["budgets_ms"].values()) <= 1000
+        # The executor created the split's sessions (it reports them), and the worker moved its
+        # first-stage requests to the new session (whether they survive is up to the CPU).
+        first = f"mobilenet_v3_small-{sp['budgets_ms']['mobilenet_v3_small']:g}ms"
+        arrivals: dict[str, int] = {}
+        end = time.monotonic() + 40
+        while time.monotonic() < end and not (sids <= set(arrivals) and arrivals.get(first, 0) > 0):
+            for m in stats.poll(timeout_s=0.5):
+                for st in json.loads(m.value)["sessions"]:
+                    arrivals[st["session"]] = st["arrivals"]
+        halt.set()
+        feeder.join()
+        assert sids <= set(arrivals), (sids, arrivals)
+        assert arrivals[first] > 0, arrivals
+        # Every frame accounted: a row per frame in vnx_frames, read or dropped with its reasons.
+        where = f"app = 'two_stage' AND stream LIKE '{tag}-%'"
+        wait_count(store, f"SELECT count() FROM vnx_frames FINAL WHERE {where}", len(sent), 120, log)
+        assert store.query(f"SELECT count() FROM vnx_frames FINAL WHERE {where}").scalar() == len(sent)
+        by = dict(store.query(f"SELECT status, count() FROM vnx_frames FINAL WHERE {where} GROUP BY status").rows)
+        unexplained = store.query(f"SELECT count() FROM vnx_frames FINAL WHERE {where} AND status != 'ok' "
+                                  "AND reasons = ''").scalar()
+        assert unexplained == 0
+        print(f"split {sp['budgets_ms']} (even {sp['even_ms']}), γ {sp['gamma']}; frames {by}; arrivals {arrivals}")
+    finally:
+        for p in procs:
+            stop(p)
+        bus.close()
+        store.close()
