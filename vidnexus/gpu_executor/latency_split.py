@@ -76,6 +76,10 @@ def _cost(stage: Stage, budget: float) -> float:
     return stage.rate / t if t > 0 else math.inf
 
 
+def _depth(u: Stage) -> int:
+    return 1 + max((_depth(v) for v in u.children), default=0)
+
+
 def split_latency(root: Stage, slo_s: float, epsilon_s: float = 0.001) -> Split:
     """The budget split minimizing devices (Nexus's dynamic program). Raises ValueError when no split
     within ``slo_s`` serves every stage."""
@@ -87,13 +91,14 @@ def split_latency(root: Stage, slo_s: float, epsilon_s: float = 0.001) -> Split:
         if key in memo:
             return memo[key]
         best = (math.inf, 0)
+        even = t / _depth(u)  # among equal-cost splits, prefer the one closest to the even split
         for k in range(1, t + 1):
             own = _cost(u, k * epsilon_s)
             if own == math.inf:
                 continue
             rest = sum(f(v, t - k)[0] for v in u.children) if u.children else 0.0
             total = own + rest
-            if total < best[0] - 1e-12:
+            if total < best[0] - 1e-12 or (abs(total - best[0]) <= 1e-12 and abs(k - even) < abs(best[1] - even)):
                 best = (total, k)
             if not u.children:
                 break  # a leaf takes the whole budget: throughput never drops with more time
