@@ -482,10 +482,11 @@ def scheduler(
 def worker(
     app_ref: str = typer.Argument(..., metavar="APP",
                                   help="A built-in app name (hud) or package.module:attribute of an App."),
-    concurrency: int = typer.Option(32, min=1, help="Frames in flight (frames of one stream stay in order)."),
+    concurrency: int = typer.Option(32, min=1, help="Frames in flight (one stream's frames stay in order "
+                                                      "when the chain has a window)."),
     partitions: int = typer.Option(8, min=1, help="Partitions of the frames and rows topics if they are created."),
-    split: list[str] = typer.Option([], help="MODEL=MS: a stage SLO for a model (default: the app's SLO "
-                                                "split evenly over its DNN depth)."),
+    split: list[str] = typer.Option([], help="MODEL=MS: pin a stage SLO (default: the app's SLO split evenly "
+                                                "over its DNN depth, then the scheduler's latency split)."),
     log_level: str = typer.Option("warning", help="faust log level."),
 ) -> None:
     """Run an app's operator chain as a faust-streaming worker over Kafka (distributed mode).

@@ -59,7 +59,7 @@ class LocalRuntime:
 
     Args:
         backend: where ``infer`` steps go; ``None`` for an app without DNN steps.
-        concurrency: frames in flight at once (frames of one stream are processed in order).
+        concurrency: frames in flight at once (frames of one stream are processed in order when the chain has a window).
     """
 
     def __init__(self, app: App, store: Store, backend: InferBackend | None, *, concurrency: int = 64,
