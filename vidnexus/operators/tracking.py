@@ -15,10 +15,11 @@ Example:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
-__all__ = ["Box", "iou", "contained", "nms", "Track", "IouTracker"]
+__all__ = ["Box", "iou", "contained", "nms", "Track", "IouTracker", "moving_tracks"]
 
 
 @dataclass(frozen=True)
@@ -88,25 +89,37 @@ class Track:
 
 class IouTracker:
     """Greedy IoU association frame to frame: each detection joins the live track it overlaps most
-    (above ``iou_threshold``, same label), or starts a new track; a track missing for more than
-    ``max_missed`` frames is finished (moved to ``finished``)."""
+    (above ``iou_threshold``, same label) — or, with ``max_center_distance``, the nearest one whose
+    centre is within that many pixels when no overlap is enough (objects that move fast between
+    sampled frames) — or starts a new track; a track missing for more than ``max_missed`` frames is
+    finished (moved to ``finished``)."""
 
-    def __init__(self, iou_threshold: float = 0.3, max_missed: int = 2) -> None:
+    def __init__(self, iou_threshold: float = 0.3, max_missed: int = 2,
+                 max_center_distance: float | None = None) -> None:
         self.iou_threshold, self.max_missed = iou_threshold, max_missed
+        self.max_center_distance = max_center_distance
         self.live: list[Track] = []
         self.finished: list[Track] = []
         self._next = 1
 
     def update(self, boxes: Sequence[Box], frame_no: int) -> list[Track]:
         """Associate this frame's boxes; returns the tracks seen in this frame (in box order)."""
-        pairs = sorted(((iou(t.box, b), ti, bi) for ti, t in enumerate(self.live)
-                        for bi, b in enumerate(boxes) if t.box.label == b.label),
-                       key=lambda p: -p[0])
+        pairs = []
+        for ti, t in enumerate(self.live):
+            for bi, b in enumerate(boxes):
+                if t.box.label != b.label:
+                    continue
+                o = iou(t.box, b)
+                if o >= self.iou_threshold:
+                    pairs.append(((1, o), ti, bi))
+                elif self.max_center_distance is not None:
+                    d = math.dist(t.box.center, b.center)
+                    if d <= self.max_center_distance:
+                        pairs.append(((0, -d), ti, bi))  # fast objects: overlap lost, still close
+        pairs.sort(key=lambda p: p[0], reverse=True)
         used_t: set[int] = set()
         match: dict[int, int] = {}
-        for score, ti, bi in pairs:
-            if score < self.iou_threshold:
-                break
+        for _, ti, bi in pairs:
             if ti in used_t or bi in match:
                 continue
             used_t.add(ti)
@@ -133,3 +146,16 @@ class IouTracker:
         self.finished.extend(self.live)
         self.live = []
         return self.finished
+
+
+def moving_tracks(tracks: Sequence[Track], min_hits: int = 5, min_displacement: float = 40.0) -> list[Track]:
+    """Tracks seen in at least ``min_hits`` frames whose centre travelled at least
+    ``min_displacement`` pixels from first to last sighting: objects that passed through, not
+    flicker, lighting changes or parked things."""
+    out = []
+    for t in tracks:
+        if t.hits < min_hits or not t.history:
+            continue
+        if math.dist(t.history[0][1].center, t.history[-1][1].center) >= min_displacement:
+            out.append(t)
+    return out
