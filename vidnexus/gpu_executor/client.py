@@ -44,6 +44,7 @@ class ExecutorClient:
         fut: Future[WireReply] = Future()
         with self._lock:
             self._futures[rid] = (fut, self._clock.now())
+        fut.add_done_callback(lambda f, rid=rid: self._forget(rid) if f.cancelled() else None)
         dl = deadline_wall if deadline_wall is not None else wall_time() + (slo_s or 1.0)
         req = InferRequest(rid, session_id, dl, self.reply_topic, x, **meta)
         self.bus.publish(request_topic(self.settings, session_id), rid.encode(), encode_request(req))
@@ -51,6 +52,16 @@ class ExecutorClient:
 
     def flush(self) -> None:
         self.bus.flush()
+
+    def _forget(self, rid: str) -> None:
+        """A caller gave up on a request (timeout): a late reply is then ignored."""
+        with self._lock:
+            self._futures.pop(rid, None)
+
+    @property
+    def outstanding(self) -> int:
+        with self._lock:
+            return len(self._futures)
 
     def _listen(self) -> None:
         while not self._stop.is_set():
@@ -61,7 +72,7 @@ class ExecutorClient:
                     continue
                 with self._lock:
                     entry = self._futures.pop(rep.request_id, None)
-                if entry is not None:
+                if entry is not None and not entry[0].done():
                     fut, sent = entry
                     fut.set_result(replace(rep, executor_latency_s=rep.latency_s,
                                            latency_s=self._clock.now() - sent))

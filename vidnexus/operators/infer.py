@@ -73,11 +73,26 @@ class LocalBackend:
 class RemoteBackend:
     """``infer`` through executor services over the bus (:class:`ExecutorClient`)."""
 
-    def __init__(self, app: App, client: "ExecutorClient", slos: dict[str, float]) -> None:
-        self.app, self.client, self.slos = app, client, slos
+    def __init__(self, app: App, client: "ExecutorClient", slos: dict[str, float], grace_s: float = 5.0) -> None:
+        self.app, self.client, self.slos, self.grace_s = app, client, slos, grace_s
 
     async def infer(self, model: Model, inputs: Sequence[Any], deadline_wall: float) -> list[Reply]:
+        """Requests not answered by ``grace_s`` after their deadline (no executor consumes the
+        session, or one died holding them) end as drops with reason ``timeout``."""
         sid = session_of(self.app, model.name, self.slos)
-        futs = [asyncio.wrap_future(self.client.submit(sid, x, deadline_wall=deadline_wall)) for x in inputs]
-        self.client.flush()
-        return [Reply(r.ok, r.output, r.reason) for r in await asyncio.gather(*futs)]
+        cfuts = [self.client.submit(sid, x, deadline_wall=deadline_wall) for x in inputs]
+        futs = [asyncio.wrap_future(f) for f in cfuts]
+        wait_s = max(0.0, deadline_wall - wall_time()) + self.grace_s
+        done, pending = await asyncio.wait(futs, timeout=wait_s)
+        for f, cf in zip(futs, cfuts):
+            if f in pending:
+                cf.cancel()
+                f.cancel()
+        out = []
+        for f in futs:
+            if f in done and not f.cancelled():
+                r = f.result()
+                out.append(Reply(r.ok, r.output, r.reason))
+            else:
+                out.append(Reply(False, reason="timeout"))
+        return out

@@ -160,3 +160,24 @@ def test_keyed_dispatcher_keeps_per_key_order_and_overlaps_keys():
     assert started == [("start", "a", 0), ("start", "b", 0)]   # both keys run, second of each waits
     for k in ("a", "b"):
         assert log.index(("end", k, 0)) < log.index(("start", k, 1))
+
+
+def test_remote_requests_nobody_answers_end_as_timeout_drops():
+    from vidnexus.config import Settings
+    from vidnexus.connectors.memory_bus import MemoryBus
+    from vidnexus.gpu_executor.client import ExecutorClient
+    from vidnexus.operators.infer import RemoteBackend
+
+    app = App("t", slo_ms=50)
+    app.model("m")
+    app.table("t", {"x": "Int64"})
+    app.chain(lambda s: s.infer("m", input=lambda f: __import__("numpy").zeros(2, "float32"),
+                                merge=lambda f, o: {"x": 1}).sink("t"))
+    client = ExecutorClient(MemoryBus(), Settings(topic_prefix="to"))
+    try:
+        backend = RemoteBackend(app, client, {"m": 50.0}, grace_s=0.05)   # no executor serves m-50ms
+        o = run(ChainEngine(app, backend), [frame_factory("c", 1)])[0]
+        assert o.status == "dropped" and o.reasons == {"timeout": 1}
+        assert client.outstanding == 0                                     # nothing left waiting
+    finally:
+        client.close()
