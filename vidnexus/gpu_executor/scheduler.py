@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from vidnexus.clock import Clock, MonotonicClock, wall_time
 from vidnexus.config import Settings
@@ -27,13 +27,34 @@ from vidnexus.gpu_executor.query_analysis import analyze_apps, merge_reports
 from vidnexus.gpu_executor.service import session_name
 from vidnexus.gpu_executor.squishy import Plan, SessionLoad, plan
 
-__all__ = ["SchedulerService", "control_topic"]
+__all__ = ["SchedulerService", "control_topic", "plan_documents"]
 
 logger = logging.getLogger(__name__)
 
 
 def control_topic(settings: Settings) -> str:
     return settings.topic("control")
+
+
+def plan_documents(bus: Bus, settings: Settings, stop: threading.Event) -> Iterator[dict[str, Any]]:
+    """The plans published on the control topic, newest epoch only, until ``stop`` is set (for the
+    roles that follow plans: executors and workers)."""
+    bus.create_topic(control_topic(settings), 1, compacted=True)
+    consumer = bus.subscribe([control_topic(settings)], group=None, from_beginning=True)
+    seen = 0
+    try:
+        while not stop.is_set():
+            for m in consumer.poll(timeout_s=0.5):
+                try:
+                    doc = json.loads(m.value)
+                    epoch = int(doc.get("epoch", 0))
+                except (ValueError, TypeError, AttributeError):
+                    continue
+                if epoch > seen:
+                    seen = epoch
+                    yield doc
+    finally:
+        consumer.close()
 
 
 class SchedulerService:

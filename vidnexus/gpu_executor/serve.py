@@ -188,28 +188,16 @@ def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu"
     def follow() -> None:
         """Apply the scheduler's plans: batch sizes, and which sessions' requests to consume."""
         from vidnexus.gpu_executor.plans import assignment_of
-        from vidnexus.gpu_executor.scheduler import control_topic
+        from vidnexus.gpu_executor.scheduler import plan_documents
 
-        bus.create_topic(control_topic(settings), 1, compacted=True)
-        consumer = bus.subscribe([control_topic(settings)], group=None, from_beginning=True)
-        seen = 0
-        while not stop.is_set():
-            for m in consumer.poll(timeout_s=0.5):
-                try:
-                    doc = json.loads(m.value)
-                except ValueError:
-                    continue
-                if int(doc.get("epoch", 0)) <= seen:
-                    continue
-                seen = int(doc["epoch"])
-                mine = assignment_of(doc, eid)
-                for sid in mine:
-                    if sid not in by_session:
-                        host(sid)
-                executor.set_targets(mine)
-                service.set_sessions(list(mine))
-                logger.info("plan epoch %d: serving %s", seen, mine or "nothing")
-        consumer.close()
+        for doc in plan_documents(bus, settings, stop):
+            mine = assignment_of(doc, eid)
+            for sid in mine:
+                if sid not in by_session:
+                    host(sid)
+            executor.set_targets(mine)
+            service.set_sessions(list(mine))
+            logger.info("plan epoch %d: serving %s", doc["epoch"], mine or "nothing")
 
     threading.Thread(target=report, daemon=True, name="vnx-stats").start()
     if follow_plans:

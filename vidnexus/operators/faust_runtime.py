@@ -76,23 +76,13 @@ def split_to_adopt(app: App, doc: dict[str, Any]) -> dict[str, float] | None:
 
 
 def follow_splits(app: App, settings: Settings, bus: Any, backend: Any, stop: threading.Event) -> None:
-    from vidnexus.gpu_executor.scheduler import control_topic
+    from vidnexus.gpu_executor.scheduler import plan_documents
 
-    bus.create_topic(control_topic(settings), 1, compacted=True)
-    consumer = bus.subscribe([control_topic(settings)], group=None, from_beginning=True)
-    try:
-        while not stop.is_set():
-            for m in consumer.poll(timeout_s=0.5):
-                try:
-                    doc = json.loads(m.value)
-                except ValueError:
-                    continue
-                budgets = split_to_adopt(app, doc)
-                if budgets is not None and budgets != backend.slos:
-                    logger.warning("app %s: stage SLOs from the scheduler's split: %s ms", app.name, budgets)
-                    backend.slos = budgets
-    finally:
-        consumer.close()
+    for doc in plan_documents(bus, settings, stop):
+        budgets = split_to_adopt(app, doc)
+        if budgets is not None and budgets != backend.slos:
+            logger.warning("app %s: stage SLOs from the scheduler's split: %s ms", app.name, budgets)
+            backend.slos = budgets
 
 
 def outcome_message(app: App, o: FrameOutcome) -> bytes:
