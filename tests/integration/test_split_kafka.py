@@ -4,7 +4,6 @@ worker moves its requests to them — with every frame accounted meanwhile."""
 
 import json
 import os
-import signal
 import threading
 import time
 import uuid

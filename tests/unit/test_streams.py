@@ -12,7 +12,7 @@ from vidnexus.errors import StreamError
 from vidnexus.streams.frame import decode_frame
 from vidnexus.streams.ingest import Backoff, StreamSpec, StreamWorker
 from vidnexus.streams.registry import StreamRegistry
-from vidnexus.streams.sources import is_live, open_source, probe
+from vidnexus.streams.sources import is_live, probe
 from vidnexus.streams.supervisor import IngestSupervisor, in_shard
 
 REAL = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "real")
