@@ -42,4 +42,6 @@ def test_quick_run_writes_the_json(name, tmp_path):
     assert SUMMARY_KEYS[name] <= set(doc["summary"])
     for k in SUMMARY_KEYS[name]:
         v = doc["summary"][k]
-        assert isinstance(v, (int, float)) and math.isfinite(v) and v > 0, (k, v)
+        assert isinstance(v, (int, float)) and math.isfinite(v), (k, v)
+        if "delta" not in k:  # accuracy deltas may be negative; ratios, rates and times may not
+            assert v > 0, (k, v)
