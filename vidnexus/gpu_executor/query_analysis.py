@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 from vidnexus.gpu_executor.latency_split import Stage, even_split, split_latency, throughput_from_profile
 from vidnexus.gpu_executor.profile import Profile
 
-__all__ = ["AppSplit", "merge_reports", "analyze_apps"]
+__all__ = ["AppSplit", "merge_reports", "analyze_apps", "analyze_merged"]
 
 
 @dataclass(frozen=True)
@@ -86,8 +86,14 @@ def _tree(models: Sequence[str], edges: Sequence[Sequence[str]], rate: Mapping[s
 def analyze_apps(reports: Sequence[Mapping[str, Any]], profiles: Mapping[str, Profile],
                  epsilon_s: float = 0.001) -> dict[str, AppSplit]:
     """Latency split per app (see the module docstring)."""
+    return analyze_merged(merge_reports(reports), profiles, epsilon_s)
+
+
+def analyze_merged(merged: Mapping[str, Mapping[str, Any]], profiles: Mapping[str, Profile],
+                   epsilon_s: float = 0.001) -> dict[str, AppSplit]:
+    """:func:`analyze_apps` on reports already summed per app by :func:`merge_reports`."""
     out: dict[str, AppSplit] = {}
-    for name, r in merge_reports(reports).items():
+    for name, r in merged.items():
         frames = r["fanout"]["frames"]
         calls = r["fanout"]["calls"]
         missing = [m for m in r["models"] if m not in profiles]

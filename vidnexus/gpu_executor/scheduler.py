@@ -23,7 +23,7 @@ from vidnexus.config import Settings
 from vidnexus.connectors.bus import Bus
 from vidnexus.gpu_executor.epochs import assign_devices, replan
 from vidnexus.gpu_executor.plans import assign_executors, cover_idle_sessions, loads_from_stats, plan_document
-from vidnexus.gpu_executor.query_analysis import analyze_apps, merge_reports
+from vidnexus.gpu_executor.query_analysis import analyze_merged, merge_reports
 from vidnexus.gpu_executor.service import session_name
 from vidnexus.gpu_executor.squishy import Plan, SessionLoad, plan
 
@@ -106,12 +106,12 @@ class SchedulerService:
         session per (model, stage SLO) at the app's frame rate × the model's calls per frame, added
         to the executors' loads (their measured rate wins when they already serve it)."""
         fresh = {k: v for k, v in self.app_reports.items() if now - v[0] <= max(3 * self.stale_s, 15.0)}
-        splits = analyze_apps([d for _, d in fresh.values()], profiles, epsilon_s=0.01)
+        totals = merge_reports([d for _, d in fresh.values()])
+        splits = analyze_merged(totals, profiles, epsilon_s=0.01)
         frame_rate: dict[str, float] = {}
         for key, (_, d) in fresh.items():
             frame_rate[d["app"]] = frame_rate.get(d["app"], 0.0) + self.report_rates.get(key, 0.0)
         merged = {s.session_id: s for s in loads}
-        totals = merge_reports([d for _, d in fresh.values()])
         for app, sp in splits.items():
             if not sp.ok:
                 continue

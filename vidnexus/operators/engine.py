@@ -23,7 +23,7 @@ from vidnexus.operators.windows import TumblingWindows
 from vidnexus.streams.frame import Frame
 
 __all__ = ["Reply", "InferBackend", "FrameOutcome", "ChainEngine", "FRAMES_TABLE", "StepError", "FanOut",
-           "KeyedDispatcher", "wants"]
+           "KeyedDispatcher", "wants", "app_schemas"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,13 @@ FRAMES_TABLE = TableSchema(
 )
 """One row per sampled frame an app saw: every frame ends here as ``ok``/``partial`` (rows written)
 or ``dropped``/``error`` with its reasons, e.g. ``early_drop:2,deadline:1``."""
+
+
+def app_schemas(app: App) -> dict[str, TableSchema]:
+    """Every table an app's runtime writes: the app's tables and ``vnx_frames``."""
+    schemas = {t.name: t.schema() for t in app.tables.values()}
+    schemas[FRAMES_TABLE.name] = FRAMES_TABLE
+    return schemas
 
 
 @dataclass(frozen=True)
@@ -71,7 +78,6 @@ class FrameOutcome:
     status: str = "ok"
     reasons: Counter[str] = field(default_factory=Counter)
     rows: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)
-    elements_done: int = 0
     latency_ms: float = 0.0
     ingest_ts: float = 0.0
 
@@ -86,6 +92,13 @@ class FrameOutcome:
         reasons = ",".join(f"{k}:{v}" for k, v in sorted(self.reasons.items()))
         return (app, self.stream, self.frame_no, self.status, reasons, self.row_count(), self.drops,
                 self.latency_ms, self.ingest_ts)
+
+    def all_rows(self, app: str) -> dict[str, list[tuple[Any, ...]]]:
+        """Rows per table to write for this outcome, with the frame's ``vnx_frames`` row (window
+        rows flushed at the end of input belong to no frame and have none)."""
+        if self.frame_no < 0:
+            return self.rows
+        return {**self.rows, FRAMES_TABLE.name: [self.frames_row(app)]}
 
 
 @dataclass
@@ -134,7 +147,6 @@ class ChainEngine:
         deadline = frame.ingest_ts + self.app.slo_ms / 1000
         ctx = _Ctx(frame, out, deadline, Counter())
         items = await self._steps(self.steps, [_Item(frame)], ctx)
-        out.elements_done = len(items)
         if out.reasons and any(r.startswith("error") for r in out.reasons):
             out.status = "error" if not out.row_count() else "partial"
         elif out.reasons:
@@ -149,11 +161,10 @@ class ChainEngine:
         """Close all open windows (end of input): their rows, as outcomes of no frame."""
         outs = []
         for path, w in self._windows.items():
-            st = self._window_step(path)
+            st, rest = self._find(self.steps, path)
             for cw in w.flush():
                 o = FrameOutcome(cw.stream, -1)
                 ctx = _Ctx(None, o, 0.0, Counter())
-                rest = self._rest_after(path)
                 item = self._window_item(st, cw, ctx)
                 if item is not None:
                     await self._steps(rest, [item], ctx)
@@ -319,13 +330,6 @@ class ChainEngine:
             self._errors_logged += 1
             where = f"{ctx.frame.stream_id}#{ctx.frame.frame_no}" if ctx.frame is not None else "window"
             logger.warning("app %s, frame %s: %s", self.app.name, where, msg)
-
-    def _window_step(self, path: str) -> Step:
-        return self._find(self.steps, path)[0]
-
-    def _rest_after(self, path: str) -> list[Step]:
-        _, rest = self._find(self.steps, path)
-        return rest
 
     def _find(self, steps: Sequence[Step], path: str, tail: Sequence[Step] = ()) -> tuple[Step, list[Step]]:
         for i, st in enumerate(steps):

@@ -25,7 +25,8 @@ from typing import Any
 from vidnexus.config import Settings
 from vidnexus.errors import CodecError
 from vidnexus.operators.chain import App
-from vidnexus.operators.engine import FRAMES_TABLE, ChainEngine, FrameOutcome, KeyedDispatcher, wants
+from vidnexus.connectors.store import TableSchema
+from vidnexus.operators.engine import ChainEngine, FrameOutcome, KeyedDispatcher, app_schemas, wants
 from vidnexus.operators.rows import encode_rows
 from vidnexus.streams.frame import decode_frame
 
@@ -85,13 +86,9 @@ def follow_splits(app: App, settings: Settings, bus: Any, backend: Any, stop: th
             backend.slos = budgets
 
 
-def outcome_message(app: App, o: FrameOutcome) -> bytes:
-    rows = dict(o.rows)
-    if o.frame_no >= 0:
-        rows[FRAMES_TABLE.name] = [o.frames_row(app.name)]
-    schemas = {t.name: t.schema() for t in app.tables.values()}
-    schemas[FRAMES_TABLE.name] = FRAMES_TABLE
-    return encode_rows(rows, schemas)
+def outcome_message(app: App, o: FrameOutcome, schemas: dict[str, TableSchema] | None = None) -> bytes:
+    """The rows message of one frame (``schemas``: :func:`app_schemas`, computed once per worker)."""
+    return encode_rows(o.all_rows(app.name), schemas if schemas is not None else app_schemas(app))
 
 
 def run_worker(app: App, settings: Settings, *, concurrency: int = 32, partitions: int = 8,
@@ -113,6 +110,7 @@ def run_worker(app: App, settings: Settings, *, concurrency: int = 32, partition
     client = ExecutorClient(bus, settings)
     backend = RemoteBackend(app, client, stage_slos(app, split))
     engine = ChainEngine(app, backend)
+    schemas = app_schemas(app)
     stop_follow = threading.Event()
     if split is None:  # stage SLOs given by hand stay; otherwise follow the scheduler's latency split
         threading.Thread(target=follow_splits, args=(app, settings, bus, backend, stop_follow),
@@ -162,7 +160,7 @@ def run_worker(app: App, settings: Settings, *, concurrency: int = 32, partition
             if not wants(app, frame):
                 return
             outcome = await engine.run(frame)
-            sent = await out.send(key=frame.stream_id.encode(), value=outcome_message(app, outcome))
+            sent = await out.send(key=frame.stream_id.encode(), value=outcome_message(app, outcome, schemas))
         finally:
             task = asyncio.ensure_future(ack_when_sent(stream, event, sent))
             acks.add(task)

@@ -29,7 +29,7 @@ def stage_slos(app: App, split: dict[str, float] | None = None) -> dict[str, flo
     return {m: float((split or {}).get(m, even)) for m in g.models}
 
 
-def session_of(app: App, model: str, slos: dict[str, float]) -> str:
+def session_of(model: str, slos: dict[str, float]) -> str:
     return session_name(model, round(slos[model], 3))
 
 
@@ -50,7 +50,7 @@ def build_local_executor(app: App, settings: "Settings", *, device: str = "cpu",
         raise ValueError(f"app {app.name}: models {missing} have a loader but no input_shape")
     runners, profiles = prepare_models(settings, models, device, loaders=loaders,  # type: ignore[arg-type]
                                        shapes=shapes)  # type: ignore[arg-type]
-    specs = [SessionSpec(session_of(app, m, slos), m, slos[m] / 1000) for m in models]
+    specs = [SessionSpec(session_of(m, slos), m, slos[m] / 1000) for m in models]
     ex = Executor(specs, runners, profiles, clock=clock or MonotonicClock(), workers=workers).start()
     return ex, slos
 
@@ -63,7 +63,7 @@ class LocalBackend:
         self.clock = clock or executor.clock
 
     async def infer(self, model: Model, inputs: Sequence[Any], deadline_wall: float) -> list[Reply]:
-        sid = session_of(self.app, model.name, self.slos)
+        sid = session_of(model.name, self.slos)
         # The executor's deadlines are on its monotonic clock; convert the wall-clock deadline once.
         deadline = self.clock.now() + (deadline_wall - wall_time())
         futs = [asyncio.wrap_future(self.executor.submit(sid, x, deadline)) for x in inputs]
@@ -79,7 +79,7 @@ class RemoteBackend:
     async def infer(self, model: Model, inputs: Sequence[Any], deadline_wall: float) -> list[Reply]:
         """Requests not answered by ``grace_s`` after their deadline (no executor consumes the
         session, or one died holding them) end as drops with reason ``timeout``."""
-        sid = session_of(self.app, model.name, self.slos)
+        sid = session_of(model.name, self.slos)
         cfuts = [self.client.submit(sid, x, deadline_wall=deadline_wall) for x in inputs]
         futs = [asyncio.wrap_future(f) for f in cfuts]
         wait_s = max(0.0, deadline_wall - wall_time()) + self.grace_s

@@ -29,7 +29,7 @@ from vidnexus.connectors.sink import TableSink
 from vidnexus.connectors.store import Store, ensure_table
 from vidnexus.errors import CodecError
 from vidnexus.operators.chain import App
-from vidnexus.operators.engine import FRAMES_TABLE, ChainEngine, FrameOutcome, InferBackend, KeyedDispatcher, wants
+from vidnexus.operators.engine import ChainEngine, FrameOutcome, InferBackend, KeyedDispatcher, app_schemas, wants
 from vidnexus.streams.frame import Frame, decode_frame
 
 __all__ = ["LocalRuntime", "RunStats"]
@@ -68,20 +68,16 @@ class LocalRuntime:
         self.engine = ChainEngine(app, backend if backend is not None else _NoBackend(app.name))
         self.stats = RunStats()
         self._lock = threading.Lock()
-        schemas = {t.name: t.schema() for t in app.tables.values()}
-        schemas[FRAMES_TABLE.name] = FRAMES_TABLE
         self.sinks = {}
-        for name, schema in schemas.items():
+        for name, schema in app_schemas(app).items():
             ensure_table(store, schema)
             self.sinks[name] = TableSink(store, name, schema.column_names, max_rows=max_rows,
                                          max_delay_s=max_delay_s)
 
     def write(self, o: FrameOutcome) -> None:
-        for table, rows in o.rows.items():
+        for table, rows in o.all_rows(self.app.name).items():
             for r in rows:
                 self.sinks[table].write(r)
-        if o.frame_no >= 0:
-            self.sinks[FRAMES_TABLE.name].write(o.frames_row(self.app.name))
         with self._lock:
             self.stats.add(o)
 
