@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any, Protocol, Sequence
 
+from vidnexus.clock import wall_time
 from vidnexus.connectors.store import Column, TableSchema
 from vidnexus.operators.chain import App, Inferred, Model, Step
 from vidnexus.operators.windows import TumblingWindows
@@ -147,6 +148,7 @@ class ChainEngine:
         deadline = frame.ingest_ts + self.app.slo_ms / 1000
         ctx = _Ctx(frame, out, deadline, Counter())
         items = await self._steps(self.steps, [_Item(frame)], ctx)
+        out.latency_ms = (wall_time() - frame.ingest_ts) * 1000  # ingest → outcome, bus hops included
         if out.reasons and any(r.startswith("error") for r in out.reasons):
             out.status = "error" if not out.row_count() else "partial"
         elif out.reasons:
