@@ -9,15 +9,34 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.connectors.store import Store
 from vidnexus.errors import ConnectorError
 
-__all__ = ["TableSink"]
+__all__ = ["TableSink", "insert_retrying"]
 
 logger = logging.getLogger(__name__)
+
+
+def insert_retrying(store: Store, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
+                    retries: int, sleep: Callable[[float], None], on_retry: Callable[[], None] | None = None) -> int:
+    """Insert ``rows``, retrying a retryable store error with exponential backoff from 0.2 s (at
+    most 10 s); returns the rows inserted. The last error, or a non-retryable one, is raised."""
+    delay = 0.2
+    for attempt in range(1, retries + 1):
+        try:
+            return store.insert(table, columns, rows)
+        except ConnectorError as e:
+            if not e.retryable or attempt == retries:
+                raise
+            if on_retry is not None:
+                on_retry()
+            logger.warning("insert into %s: %s; retry %d in %.1fs", table, e, attempt, delay)
+            sleep(delay)
+            delay = min(delay * 2, 10.0)
+    return 0
 
 
 class TableSink:
@@ -76,18 +95,12 @@ class TableSink:
                 return
 
     def _insert(self, rows: list[Sequence[Any]]) -> None:
-        delay = 0.2
-        for attempt in range(1, self.retries + 1):
-            try:
-                self.written += self.store.insert(self.table, self.columns, rows)
-                return
-            except ConnectorError as e:
-                if not e.retryable or attempt == self.retries:
-                    logger.error("sink %s lost %d rows: %s", self.table, len(rows), e)
-                    raise
-                logger.warning("sink %s: %s; retry %d in %.1fs", self.table, e, attempt, delay)
-                time.sleep(delay)
-                delay *= 2
+        try:
+            self.written += insert_retrying(self.store, self.table, self.columns, rows, retries=self.retries,
+                                            sleep=time.sleep)
+        except ConnectorError as e:
+            logger.error("sink %s lost %d rows: %s", self.table, len(rows), e)
+            raise
 
     def flush(self) -> None:
         """Insert everything buffered now (from the caller's thread)."""

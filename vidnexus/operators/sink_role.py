@@ -19,6 +19,7 @@ from typing import Any
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import Settings
 from vidnexus.connectors.bus import Bus, Message
+from vidnexus.connectors.sink import insert_retrying
 from vidnexus.connectors.store import Store, TableSchema, ensure_table
 from vidnexus.errors import CodecError, ConnectorError
 from vidnexus.operators.rows import decode_rows
@@ -108,20 +109,12 @@ class RowsSink:
         self.consumer.commit()
 
     def _insert(self, table: str, rows: list[tuple[Any, ...]]) -> None:
-        cols = self._known[table].column_names
-        delay = 0.2
-        for attempt in range(1, self.retries + 1):
-            try:
-                self.store.insert(table, cols, rows)
-                self.stats.inserts += 1
-                return
-            except ConnectorError as e:
-                if not e.retryable or attempt == self.retries:
-                    raise
-                self.stats.retries += 1
-                logger.warning("insert into %s: %s; retry %d in %.1fs", table, e, attempt, delay)
-                self.clock.sleep(delay)
-                delay = min(delay * 2, 10.0)
+        def retried() -> None:
+            self.stats.retries += 1
+
+        insert_retrying(self.store, table, self._known[table].column_names, rows, retries=self.retries,
+                        sleep=self.clock.sleep, on_retry=retried)
+        self.stats.inserts += 1
 
     def _salvage(self, table: str, reason: str) -> None:
         """The store rejected a batch: insert message by message; dead-letter the ones it rejects."""
