@@ -23,7 +23,7 @@ from typing import Any, Literal, Sequence
 import cv2
 import numpy as np
 
-from vidnexus.operators.tracking import Box, nms
+from vidnexus.operators.tracking import Box, IouTracker, Track, moving_tracks, nms
 
 __all__ = [
     "Resize",
@@ -223,23 +223,19 @@ class MotionCounter:
 
     def __init__(self, max_side: int = 384, min_area: int = 1500, min_hits: int = 5,
                  min_displacement: float = 40.0, max_center_distance: float = 80.0) -> None:
-        from vidnexus.operators.tracking import IouTracker
-
         self.resize = Resize(max_side)
         self.motion = MotionDetector(min_area=min_area, warmup=5)
         self.tracker = IouTracker(iou_threshold=0.1, max_missed=3, max_center_distance=max_center_distance)
         self.min_hits, self.min_displacement = min_hits, min_displacement
         self._n = 0
 
-    def apply(self, image: np.ndarray) -> list[Any]:
+    def apply(self, image: np.ndarray) -> list[Track]:
         """Feed the next sampled frame; returns the tracks seen in it (boxes on the resized image)."""
         small, _ = self.resize(image)
         seen = self.tracker.update(self.motion.apply(small), self._n)
         self._n += 1
         return seen
 
-    def counted(self) -> list[Any]:
+    def counted(self) -> list[Track]:
         """Tracks that count so far (finished or still live)."""
-        from vidnexus.operators.tracking import moving_tracks
-
         return moving_tracks(self.tracker.finished + self.tracker.live, self.min_hits, self.min_displacement)
