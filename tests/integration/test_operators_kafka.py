@@ -155,6 +155,7 @@ def test_local_and_faust_runtimes_write_the_same_rows(cluster, clickhouse_url):
     local_store.close()
 
 
+@pytest.mark.timeout(600)
 def test_faust_worker_killed_mid_run_loses_nothing_and_counts_once(cluster):
     env, settings, bus, store, procs, log = cluster
     tag = uuid.uuid4().hex[:6]
@@ -170,7 +171,9 @@ def test_faust_worker_killed_mid_run_loses_nothing_and_counts_once(cluster):
     feeder = threading.Thread(target=produce)
     feeder.start()
     frames_sql = f"SELECT count() FROM vnx_frames FINAL WHERE app = 'hud_patient' AND {where}"
-    wait_count(store, frames_sql, 20, 120, log)  # the worker is mid-run
+    # The worker is mid-run. Generous: once in five full-suite runs on the 2-core VM the first frames
+    # took over 120 s to come through (not reproduced alone; see the session note).
+    wait_count(store, frames_sql, 20, 240, log)
     worker.send_signal(signal.SIGKILL)
     worker.wait(10)
     at_kill = store.query(frames_sql).scalar()
