@@ -101,52 +101,52 @@ def services_status() -> None:
 # -- demo --------------------------------------------------------------------------------------
 @app.command()
 def demo(
-    name: str = typer.Argument("hud", help="Which demo: hud (the embedded pipeline demo)."),
+    name: str = typer.Argument("hud", help="Which app: hud, game, traffic or dance."),
     streams: int = typer.Option(3, min=1, max=32, help="Number of synthetic camera streams."),
     seconds: float = typer.Option(20.0, min=1.0, help="Length of each stream (seconds of video)."),
-    sample_fps: float = typer.Option(5.0, min=0.1, help="Sampling rate per stream (frames/s)."),
-    slo_ms: float = typer.Option(200.0, min=1.0, help="End-to-end latency SLO of the app (ingest to row)."),
+    sample_fps: Optional[float] = typer.Option(None, min=0.1, help="Sampling rate per stream (frames/s); "
+                                               "default: the app's (5 for hud and game)."),
+    slo_ms: Optional[float] = typer.Option(None, min=1.0, help="End-to-end latency SLO (ingest to row); "
+                                           "default: the app's."),
     fast: bool = typer.Option(False, help="Do not pace sources at real time."),
 ) -> None:
-    """Run an end-to-end demo on the embedded default (in-process bus + chdb) and print SQL results."""
+    """Run an app end to end on the embedded default (in-process bus + chdb) and print SQL results."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from vidnexus.demo import DEMO_QUERIES, DemoConfig, run_demo
+    from vidnexus.apps import APP_REFS
+    from vidnexus.demo import DemoConfig, run_demo
 
-    if name != "hud":
-        raise VidnexusError(f"unknown demo {name!r}; available: hud")
+    if name not in APP_REFS:
+        raise VidnexusError(f"unknown demo {name!r}; available: {', '.join(APP_REFS)}")
     settings = _settings(bus="memory", store="chdb")
-    cfg = DemoConfig(streams=streams, seconds=seconds, sample_fps=sample_fps, slo_ms=slo_ms,
-                     realtime=not fast)
+    cfg = DemoConfig(streams=streams, seconds=seconds, sample_fps=sample_fps, slo_ms=slo_ms, realtime=not fast)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=err_console, transient=False) as prog:
         tasks: dict[str, Any] = {}
 
         def progress(stage: str, done: int, total: int) -> None:
             if stage not in tasks:
-                label = "training/loading digit reader" if stage == "digit reader" else "frames → rows"
+                label = "training/loading models" if stage == "models" else "frames → rows"
                 tasks[stage] = prog.add_task(label, total=total)
             prog.update(tasks[stage], completed=done, total=total)
 
-        res = run_demo(settings, cfg, progress)
-    rep = res.model_report
-    console.print(
-        f"[bold]digit reader[/]: LeNet-5 trained by vidnexus on rendered HUD digits in "
-        f"{rep.get('train_seconds', '?')} s, held-out accuracy {100 * rep.get('heldout_accuracy', 0):.2f}% "
-        f"on {rep.get('heldout_examples', '?')} cells"
-    )
+        res = run_demo(settings, cfg, progress, app_name=name)
+    for what, text in res.model_report.items():
+        console.print(f"[bold]{what}[/]: {text}")
     console.print(f"sampled frames: {res.sampled}, accounted in vnx_frames: {res.rows} "
                   f"({', '.join(f'{k} {v}' for k, v in sorted(res.status.items())) or 'none'}); "
-                  "each frame is a row in hud_reads or a drop with its reason")
+                  f"each frame is a row in the app's tables or a drop with its reason (SLO {res.slo_ms:g} ms)")
     for s in res.executor_stats:
         console.print(
             f"executor session [bold]{s['session']}[/]: {s['arrivals']} requests, mean batch "
             f"{s['mean_batch']:.1f}, p50 {s['latency_p50_ms']:.1f} ms, p99 {s['latency_p99_ms']:.1f} ms, "
             f"drops {s['drops'] or 'none'}"
         )
-    for title in DEMO_QUERIES:
-        console.print(f"\n[bold]SQL[/] ({title}):[dim]{DEMO_QUERIES[title]}[/]")
+    for title, sql in res.queries.items():
+        console.print(f"\n[bold]SQL[/] ({title}):[dim]{sql}[/]")
         print_result(res.tables[title])
+    for line in res.summary:
+        console.print(line)
 
 
 # -- sql ---------------------------------------------------------------------------------------

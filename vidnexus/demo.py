@@ -1,6 +1,7 @@
-"""The embedded end-to-end demo: synthetic HUD streams → sampling → the ``hud`` app's chain (crop the
-digit cells on the CPU → the digit reader served by the in-process executor, batched across streams
-under an SLO with early drop) → rows in the embedded ClickHouse (chdb) → SQL.
+"""The embedded end-to-end demos, ``vidnexus demo <app>`` (hud, game, traffic, dance): the app's
+synthetic streams → sampling → the app's chain (CPU steps, DNN requests served by the in-process
+executor, batched across streams under the SLO with early drop) → rows in the embedded ClickHouse
+(chdb) → SQL. What each app shows is its ``DEMO`` (:class:`vidnexus.apps.spec.DemoSpec`).
 
 Everything goes through the pieces distributed mode uses: frames are published to the bus's frames
 topic keyed by stream and consumed by the app's runtime in a consumer group; the chain is the same
@@ -22,78 +23,97 @@ from vidnexus.connectors.memory_bus import MemoryBus
 from vidnexus.connectors.store import QueryResult, open_store
 from vidnexus.streams.frame import Frame, encode_frame, jpeg_encode
 from vidnexus.streams.sampling import FpsSampler
-from vidnexus.streams.synthetic import SyntheticSource
 
-__all__ = ["DemoConfig", "DemoResult", "run_demo", "DEMO_QUERIES"]
+__all__ = ["DemoConfig", "DemoResult", "run_demo", "demo_spec", "DEMO_QUERIES"]
 
 logger = logging.getLogger(__name__)
 
 
-def _queries() -> dict[str, str]:
+def demo_spec(name: str) -> Any:
+    """The app's :class:`~vidnexus.apps.spec.DemoSpec` (``DEMO`` in its module)."""
+    import importlib
+
+    from vidnexus.apps import APP_REFS
+    from vidnexus.errors import ConfigError
+
+    if name not in APP_REFS:
+        raise ConfigError(f"unknown demo {name!r}; available: {', '.join(APP_REFS)}")
+    mod = importlib.import_module(APP_REFS[name].partition(":")[0])
+    return mod.DEMO, mod.app
+
+
+def _hud_queries() -> dict[str, str]:
     from vidnexus.apps.hud import QUERIES
 
     return QUERIES
 
 
-DEMO_QUERIES = _queries()
+DEMO_QUERIES = _hud_queries()
 
 
 @dataclass(frozen=True)
 class DemoConfig:
     streams: int = 3
     seconds: float = 20.0
-    source_fps: float = 10.0
-    sample_fps: float = 5.0
-    slo_ms: float = 100.0
+    source_fps: float | None = None
+    sample_fps: float | None = None
+    slo_ms: float | None = None
     realtime: bool = True
 
 
 @dataclass
 class DemoResult:
+    app: str = "hud"
     sampled: int = 0
     rows: int = 0
     tables: dict[str, QueryResult] = field(default_factory=dict)
+    queries: dict[str, str] = field(default_factory=dict)
     executor_stats: list[dict[str, Any]] = field(default_factory=list)
     status: dict[str, int] = field(default_factory=dict)
     model_report: dict[str, Any] = field(default_factory=dict)
+    summary: list[str] = field(default_factory=list)
+    slo_ms: float = 0.0
 
 
 def run_demo(
-    settings: Settings, cfg: DemoConfig = DemoConfig(), progress: Callable[[str, int, int], None] | None = None
+    settings: Settings, cfg: DemoConfig = DemoConfig(), progress: Callable[[str, int, int], None] | None = None,
+    app_name: str = "hud",
 ) -> DemoResult:
     """Run the pipeline and return the SQL results. ``progress(stage, done, total)`` is optional."""
     import torch
 
-    from vidnexus.apps.hud import app
     from vidnexus.operators.infer import LocalBackend, build_local_executor
     from vidnexus.operators.local import LocalRuntime
-    from vidnexus.training.digits import load_or_train
 
+    spec, app = demo_spec(app_name)
     clock = MonotonicClock()
     say = progress or (lambda *a: None)
-    result = DemoResult()
+    result = DemoResult(app=app_name, queries=dict(spec.queries))
     torch.set_num_threads(1)
+    source_fps = cfg.source_fps or spec.source_fps
+    sample_fps = cfg.sample_fps or spec.sample_fps
+    slo_ms = cfg.slo_ms or spec.slo_ms or app.slo_ms
+    result.slo_ms = slo_ms
 
-    say("digit reader", 0, 1)
-    _, report = load_or_train(settings.data_dir / "models")
-    result.model_report = report
-    say("digit reader", 1, 1)
+    say("models", 0, 1)
+    result.model_report = spec.prepare(settings)
+    say("models", 1, 1)
 
     bus = MemoryBus()
     frames_topic = settings.topic("frames")
     bus.create_topic(frames_topic, partitions=4)
     store = open_store(settings)
-    for t in ("hud_reads", "vnx_frames"):
+    for t in (*spec.tables, "vnx_frames"):
         store.execute(f"DROP TABLE IF EXISTS {t}")
-    app_run = _with_slo(app, cfg.slo_ms)
+    app_run = _with_slo(app, slo_ms)
     executor, slos = build_local_executor(app_run, settings, clock=clock)
     runtime = LocalRuntime(app_run, store, LocalBackend(app_run, executor, slos), max_rows=200)
 
-    sources = [SyntheticSource(seed=i + 1, fps=cfg.source_fps, seconds=cfg.seconds) for i in range(cfg.streams)]
-    total = sum(int(round(cfg.seconds * cfg.sample_fps)) for _ in sources)
+    sources = spec.sources(cfg.streams, cfg.seconds, source_fps)
+    total = sum(int(round(cfg.seconds * sample_fps)) for _ in sources)
 
-    def ingest(i: int, src: SyntheticSource) -> None:
-        sampler = FpsSampler(cfg.sample_fps)
+    def ingest(stream_id: str, src: Any) -> None:
+        sampler = FpsSampler(sample_fps)
         t0 = clock.now()
         for raw in src.frames():
             if cfg.realtime:
@@ -101,14 +121,14 @@ def run_demo(
             if not sampler.keep(raw.pts, raw.index):
                 continue
             now = wall_time()
-            frame = Frame(f"cam-{i + 1}", raw.index, raw.pts, now, now, raw.image.shape[1],
+            frame = Frame(stream_id, raw.index, raw.pts, now, now, raw.image.shape[1],
                           raw.image.shape[0], "jpeg", jpeg_encode(raw.image, quality=90),
-                          {**{k: str(v) for k, v in raw.truth.items()}, "apps": "hud"})
+                          {**{k: str(v) for k, v in raw.truth.items()}, "apps": app_name})
             bus.publish(frames_topic, frame.stream_id.encode(), encode_frame(frame))
             result.sampled += 1
 
     stop = threading.Event()
-    threads = [threading.Thread(target=ingest, args=(i, s), daemon=True) for i, s in enumerate(sources)]
+    threads = [threading.Thread(target=ingest, args=(sid, s), daemon=True) for sid, s in sources]
     for t in threads:
         t.start()
 
@@ -129,8 +149,10 @@ def run_demo(
     result.rows = runtime.stats.frames
     result.status = dict(runtime.stats.status)
     result.executor_stats = executor.stats()
-    for title, sql in DEMO_QUERIES.items():
+    for title, sql in spec.queries.items():
         result.tables[title] = store.query(sql)
+    if spec.summary is not None:
+        result.summary = spec.summary(store, executor)
     store.close()
     return result
 

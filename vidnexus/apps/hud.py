@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from vidnexus.apps.spec import DemoSpec
 from vidnexus.clock import wall_time
 from vidnexus.operators.chain import App, Inferred, Stream
 from vidnexus.operators.hud import DigitCell, HudCells, assemble
@@ -105,3 +106,21 @@ FROM hud_reads FINAL
 WHERE stream = (SELECT min(stream) FROM hud_reads)
 GROUP BY second ORDER BY second""",
 }
+
+
+def _sources(n: int, seconds: float, fps: float) -> list[tuple[str, Any]]:
+    from vidnexus.streams.synthetic import SyntheticSource
+
+    return [(f"cam-{i + 1}", SyntheticSource(seed=i + 1, fps=fps, seconds=seconds)) for i in range(n)]
+
+
+def _prepare(settings: Any) -> dict[str, Any]:
+    from vidnexus.training.digits import load_or_train
+
+    _, rep = load_or_train(settings.data_dir / "models")
+    return {"digit reader": f"LeNet-5 trained by vidnexus on rendered HUD digits in {rep.get('train_seconds', '?')} s, "
+                            f"held-out accuracy {100 * rep.get('heldout_accuracy', 0):.2f}% on "
+                            f"{rep.get('heldout_examples', '?')} cells"}
+
+
+DEMO = DemoSpec(sources=_sources, queries=QUERIES, tables=("hud_reads",), prepare=_prepare)

@@ -20,7 +20,7 @@ from vidnexus.gpu_executor.executor import Executor
 from vidnexus.gpu_executor.metrics import ExecutorMetrics
 from vidnexus.gpu_executor.service import ExecutorService, session_name
 
-__all__ = ["SessionArg", "parse_session", "build_runner", "prepare_models", "serve"]
+__all__ = ["SessionArg", "parse_session", "build_runner", "prepare_models", "prefix_batching", "serve"]
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +102,23 @@ def prepare_models(
     return runners, profiles
 
 
+def prefix_batching(runners: dict[str, Any], device: str = "cpu") -> tuple[dict[str, str], dict[str, Any]]:
+    """Models among ``runners`` whose trunks are equal (structure and weights) → prefix groups and
+    one :class:`~vidnexus.gpu_executor.prefix.PrefixRunner` per group (the trunk run once per merged
+    batch, each model's head on its slice)."""
+    from vidnexus.gpu_executor.prefix import PrefixRunner, detect_prefix_groups
+
+    modules = {m: r.module for m, r in runners.items() if getattr(r, "module", None) is not None
+               and not getattr(r, "list_input", False)}
+    groups = detect_prefix_groups(modules)
+    group_runners = {}
+    for gid in set(groups.values()):
+        members = {m: modules[m] for m, g in groups.items() if g == gid}
+        group_runners[gid] = PrefixRunner.from_models(members, device)
+        logger.info("prefix batching: %s share one trunk (%s)", sorted(members), gid)
+    return groups, group_runners
+
+
 def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu", policy: str = "early_drop",
           weights: dict[str, Path] | None = None, stats_every_s: float = 5.0,
           ready: Callable[[], None] | None = None, executor_id: str | None = None,
@@ -120,7 +137,9 @@ def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu"
     metrics = ExecutorMetrics(registry)
     clock = MonotonicClock()
     bus = open_bus(settings)
-    executor = Executor(specs, runners, profiles, clock=clock, metrics=metrics).start()
+    groups, group_runners = prefix_batching(runners, device)
+    executor = Executor(specs, runners, profiles, clock=clock, metrics=metrics, prefix_groups=groups,
+                        group_runners=group_runners).start()
     service = ExecutorService(executor, bus, settings, clock=clock)
     stats_topic = settings.topic("stats")
     bus.create_topic(stats_topic, 1)

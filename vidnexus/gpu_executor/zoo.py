@@ -65,6 +65,21 @@ def _hud_digits() -> Any:
     return load_or_train(load_settings().data_dir / "models")[0]
 
 
+def _game_icon(game: int) -> Callable[[], Any]:
+    def build() -> Any:
+        from vidnexus.apps.game.models import icon_classifier
+
+        return icon_classifier(game)
+
+    return build
+
+
+def _glyph_compact() -> Any:
+    from vidnexus.apps.game.models import compact_features
+
+    return compact_features()
+
+
 def _keypoint() -> Any:
     from torchvision.models.detection import keypointrcnn_resnet50_fpn
 
@@ -90,3 +105,12 @@ ZOO: dict[str, ZooEntry] = {
         _keypoint, (3, 320, 320), "pose", "Keypoint R-CNN ResNet-50-FPN (17 COCO keypoints)"
     ),
 }
+ZOO["glyph_compact"] = ZooEntry(
+    _glyph_compact, (3, 32, 32), "embed",
+    "compact glyph template's body (48 features; the game app's WEG specializes its last layer)",
+)
+for _g in range(20):
+    ZOO[f"game_icons_g{_g}"] = ZooEntry(
+        _game_icon(_g), (3, 32, 32), "classify",
+        f"item icons of game {_g}: the glyph oracle's trunk (shared by all games) + this game's 24-icon head",
+    )

@@ -39,7 +39,7 @@ def build_local_executor(app: App, settings: "Settings", *, device: str = "cpu",
     and warmed up). Returns it (started) and the stage SLOs it serves."""
     from vidnexus.gpu_executor.backend import SessionSpec
     from vidnexus.gpu_executor.executor import Executor
-    from vidnexus.gpu_executor.serve import prepare_models
+    from vidnexus.gpu_executor.serve import prefix_batching, prepare_models
 
     slos = stage_slos(app)
     models = list(slos)
@@ -51,7 +51,9 @@ def build_local_executor(app: App, settings: "Settings", *, device: str = "cpu",
     runners, profiles = prepare_models(settings, models, device, loaders=loaders,  # type: ignore[arg-type]
                                        shapes=shapes)  # type: ignore[arg-type]
     specs = [SessionSpec(session_of(m, slos), m, slos[m] / 1000) for m in models]
-    ex = Executor(specs, runners, profiles, clock=clock or MonotonicClock(), workers=workers).start()
+    groups, group_runners = prefix_batching(runners, device)
+    ex = Executor(specs, runners, profiles, clock=clock or MonotonicClock(), workers=workers,
+                  prefix_groups=groups, group_runners=group_runners).start()
     return ex, slos
 
 

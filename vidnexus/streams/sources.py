@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 from urllib.parse import urlparse
 
 from vidnexus.errors import StreamError
-from vidnexus.streams.synthetic import RawFrame, SyntheticSource
+from vidnexus.streams.synthetic import RawFrame, synthetic_source
 
 __all__ = ["ProbeInfo", "probe", "open_source", "AvSource", "SCHEMES", "is_live"]
 
@@ -73,7 +73,7 @@ def probe(url: str, timeout_s: float = 10.0) -> ProbeInfo:
     """Codec, resolution, frame rate and length, or a StreamError saying why not."""
     scheme = _scheme(url)
     if scheme == "synthetic":
-        src = SyntheticSource.from_url(url)
+        src = synthetic_source(url)
         return ProbeInfo("synthetic", src.width, src.height, src.fps, src.seconds, int(round(src.seconds * src.fps)))
     if scheme == "file" and not Path(_path(url)).exists():
         raise StreamError(f"{url}: no such file")
@@ -142,7 +142,7 @@ class AvSource:
 
 class _SyntheticAdapter:
     def __init__(self, url: str) -> None:
-        self.src = SyntheticSource.from_url(url)
+        self.src = synthetic_source(url)
         self.decoded = 0
         self.errors = 0
 

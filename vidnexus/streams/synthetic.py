@@ -22,7 +22,7 @@ import numpy as np
 
 from vidnexus.errors import StreamError
 
-__all__ = ["SyntheticSource", "RawFrame", "HudLayout", "render_digit_cell", "HUD", "FONTS"]
+__all__ = ["SyntheticSource", "synthetic_source", "GENERATORS", "RawFrame", "HudLayout", "render_digit_cell", "HUD", "FONTS"]
 
 FONTS = (0, 2, 3, 4, 6, 7)  # cv2 Hershey faces that render all ten digits distinctly
 CELL_W, CELL_H = 16, 24
@@ -147,3 +147,26 @@ class SyntheticSource:
                 noise = np_rng.normal(0, self.noise, img.shape)
                 img = np.clip(img.astype(np.float32) + noise, 0, 255).astype(np.uint8)
             yield RawFrame(i, i / self.fps, img, truth, keyframe=True)
+
+
+GENERATORS: dict[str, str] = {
+    "hud": "vidnexus.streams.synthetic:SyntheticSource",
+    "game": "vidnexus.apps.game.render:GameSource",
+    "traffic": "vidnexus.apps.traffic.render:TrafficSource",
+    "dance": "vidnexus.apps.dance.render:DanceSource",
+}
+"""``synthetic://<name>?…`` → the generator class (``from_url``, ``frames()``, ``fps``, ``seconds``,
+``width``, ``height``). The apps' generators live with their apps."""
+
+
+def synthetic_source(url: str) -> Any:
+    """The generator for a ``synthetic://`` URL, or a StreamError naming the known ones."""
+    import importlib
+
+    u = urlparse(url)
+    name = u.netloc or "hud"
+    if u.scheme != "synthetic" or name not in GENERATORS:
+        raise StreamError(f"unsupported synthetic URL {url!r}; known generators: "
+                          + ", ".join(f"synthetic://{g}" for g in GENERATORS))
+    mod, _, cls = GENERATORS[name].partition(":")
+    return getattr(importlib.import_module(mod), cls).from_url(url)
