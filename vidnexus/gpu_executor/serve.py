@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import signal
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -229,6 +230,9 @@ def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu"
     gc.freeze()
     if ready:
         ready()
+    for gid in sorted(set(groups.values())):
+        members = sorted(m for m, g in groups.items() if g == gid)
+        print(f"executor: prefix batching: {', '.join(members)} share one trunk", file=sys.stderr, flush=True)
     try:
         service.run()
     finally:
