@@ -80,6 +80,12 @@ def _glyph_compact() -> Any:
     return compact_features()
 
 
+def _car_colours() -> Any:
+    from vidnexus.apps.traffic.models import car_colours
+
+    return car_colours()
+
+
 def _keypoint() -> Any:
     from torchvision.models.detection import keypointrcnn_resnet50_fpn
 
@@ -105,6 +111,10 @@ ZOO: dict[str, ZooEntry] = {
         _keypoint, (3, 320, 320), "pose", "Keypoint R-CNN ResNet-50-FPN (17 COCO keypoints)"
     ),
 }
+ZOO["car_colours"] = ZooEntry(
+    _car_colours, (3, 32, 32), "classify",
+    "car colour recognizer trained by the project on rendered cars (6 colours; trained on first use, ~15 s)",
+)
 ZOO["glyph_compact"] = ZooEntry(
     _glyph_compact, (3, 32, 32), "embed",
     "compact glyph template's body (48 features; the game app's WEG specializes its last layer)",

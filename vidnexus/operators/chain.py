@@ -206,12 +206,15 @@ class App:
         name: the app's name (streams are registered for apps by name).
         slo_ms: end-to-end latency objective, from ingest to result; the system splits it across
             the DNN stages.
+        ordered: run each stream's frames one at a time, in order (for per-stream state such as a
+            tracker); implied by a ``window`` step. Otherwise a stream's frames run concurrently.
     """
 
-    def __init__(self, name: str, slo_ms: float) -> None:
+    def __init__(self, name: str, slo_ms: float, *, ordered: bool = False) -> None:
         if slo_ms <= 0:
             raise ConfigError(f"app {name}: slo_ms must be > 0, got {slo_ms}")
         self.name, self.slo_ms = name, float(slo_ms)
+        self.ordered = ordered
         self.models: dict[str, Model] = {}
         self.tables: dict[str, Table] = {}
         self._chain: Stream | None = None

@@ -137,7 +137,7 @@ class ChainEngine:
         self.app, self.backend = app, backend
         self.steps = app.steps()
         self.fanout = FanOut()
-        self.ordered = _has_window(self.steps)
+        self.ordered = getattr(app, "ordered", False) or _has_window(self.steps)
         """Whether frames of one stream must be processed in order (the chain has a window)."""
         self._windows: dict[str, TumblingWindows] = {}
         self._errors_logged = 0
