@@ -10,12 +10,14 @@ APPS: dict[str, str] = {
     "hud": "read game-HUD digits: score and kills per frame (vidnexus demo hud)",
     "game": "per-streamer game stats: six HUD digits and the held item per frame, 20 games, WEG on the icon",
     "traffic": "vehicles per camera and minute, dwell and colour: motion tracking + a car colour recognizer",
+    "dance": "score dance performances against a reference choreography: pose regression per frame",
 }
 
 APP_REFS: dict[str, str] = {
     "hud": "vidnexus.apps.hud:app",
     "game": "vidnexus.apps.game:app",
     "traffic": "vidnexus.apps.traffic:app",
+    "dance": "vidnexus.apps.dance:app",
 }
 
 

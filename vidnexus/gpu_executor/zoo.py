@@ -86,6 +86,12 @@ def _car_colours() -> Any:
     return car_colours()
 
 
+def _dance_pose() -> Any:
+    from vidnexus.apps.dance.models import dance_pose
+
+    return dance_pose()
+
+
 def _keypoint() -> Any:
     from torchvision.models.detection import keypointrcnn_resnet50_fpn
 
@@ -114,6 +120,10 @@ ZOO: dict[str, ZooEntry] = {
 ZOO["car_colours"] = ZooEntry(
     _car_colours, (3, 32, 32), "classify",
     "car colour recognizer trained by the project on rendered cars (6 colours; trained on first use, ~15 s)",
+)
+ZOO["dance_pose"] = ZooEntry(
+    _dance_pose, (3, 64, 64), "embed",
+    "pose regressor trained by the project on stick-figure dancers (13 keypoints; trained on first use, ~1 min)",
 )
 ZOO["glyph_compact"] = ZooEntry(
     _glyph_compact, (3, 32, 32), "embed",

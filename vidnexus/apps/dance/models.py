@@ -1,0 +1,121 @@
+"""The dance app's pose regressor: a small CNN trained by the project on stick-figure dancers in
+random poses (rendered like ``synthetic://dance``), regressing the 13 keypoints from a square crop
+around the figure. Trained on first use (about a minute on two cores), cached under
+``<data_dir>/models`` with its held-out error; ``figure_crop`` is the CPU step that finds the figure.
+
+Example:
+    >>> import numpy as np
+    >>> img = np.zeros((180, 320, 3), np.uint8); img[40:160, 100:140] = 255
+    >>> x, (x0, y0, side) = figure_crop(img)
+    >>> x.shape, side > 120
+    ((3, 64, 64), True)
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vidnexus.apps.dance.render import HEIGHT, KEYPOINTS, WIDTH, draw_dancer, pose_keypoints, random_angles, stage
+
+__all__ = ["figure_crop", "render_examples", "build", "load_or_train", "dance_pose", "CROP"]
+
+CROP = 64
+VERSION = "dance-pose-v2"
+
+
+def figure_crop(img: np.ndarray, threshold: int = 130) -> tuple[np.ndarray, tuple[float, float, float]]:
+    """The square crop around the bright figure (3×64×64 float32 in [0, 1]) and its (x0, y0, side)
+    in the frame. A frame without a figure gives the whole-frame crop."""
+    import cv2
+
+    mask = img.max(axis=2) > threshold
+    ys, xs = np.nonzero(mask)
+    if len(xs) < 20:
+        x1, y1, x2, y2 = 0.0, 0.0, float(img.shape[1]), float(img.shape[0])
+    else:
+        x1, x2, y1, y2 = float(xs.min()), float(xs.max() + 1), float(ys.min()), float(ys.max() + 1)
+    side = max(x2 - x1, y2 - y1) * 1.15 + 4
+    cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+    x0, y0 = cx - side / 2, cy - side / 2
+    m = np.array([[CROP / side, 0, -x0 * CROP / side], [0, CROP / side, -y0 * CROP / side]], np.float32)
+    crop = cv2.warpAffine(img, m, (CROP, CROP), flags=cv2.INTER_AREA, borderValue=(0, 0, 0))
+    return np.ascontiguousarray(crop.astype(np.float32).transpose(2, 0, 1) / 255.0), (x0, y0, side)
+
+
+def render_examples(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` (crop, keypoints in crop units) pairs of random poses, sizes, places and stages."""
+    rng = random.Random(seed)
+    np_rng = np.random.default_rng(seed)
+    xs = np.empty((n, 3, CROP, CROP), np.float32)
+    ys = np.empty((n, len(KEYPOINTS) * 2), np.float32)
+    for i in range(n):
+        img = stage(rng)
+        height = rng.uniform(100, 150)
+        kp = pose_keypoints(random_angles(np_rng), rng.uniform(90, WIDTH - 90), HEIGHT - rng.uniform(6, 16), height)
+        draw_dancer(img, kp, height)
+        img = np.clip(img.astype(np.float32) + np_rng.normal(0, rng.uniform(1, 6), img.shape), 0, 255).astype(np.uint8)
+        xs[i], (x0, y0, side) = figure_crop(img)
+        ys[i] = ((kp - [x0, y0]) / side).reshape(-1)
+    return xs, ys
+
+
+def build() -> Any:
+    from torch import nn
+
+    def block(i: int, o: int) -> list[Any]:
+        return [nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(), nn.MaxPool2d(2)]
+
+    return nn.Sequential(*block(3, 16), *block(16, 32), *block(32, 64), *block(64, 64), nn.Flatten(),
+                         nn.Linear(64 * 4 * 4, 256), nn.ReLU(), nn.Linear(256, len(KEYPOINTS) * 2))
+
+
+def load_or_train(model_dir: Path) -> tuple[Any, dict[str, Any]]:
+    import torch
+    import torch.nn.functional as F
+
+    path, meta = model_dir / f"{VERSION}.pt", model_dir / f"{VERSION}.json"
+    model = build()
+    if path.exists() and meta.exists():
+        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        return model.eval(), json.loads(meta.read_text())
+    t0 = time.perf_counter()
+    xs, ys = render_examples(6_000, seed=1)
+    vx, vy = render_examples(1_000, seed=2)
+    torch.manual_seed(0)
+    epochs, bs = 8, 64
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=2e-3, total_steps=epochs * ((len(xs) + bs - 1) // bs))
+    x, y = torch.from_numpy(xs), torch.from_numpy(ys)
+    model.train()
+    for _ in range(epochs):
+        perm = torch.randperm(len(x))
+        for k in range(0, len(x), bs):
+            idx = perm[k : k + bs]
+            opt.zero_grad()
+            F.smooth_l1_loss(model(x[idx]), y[idx], beta=0.02).backward()
+            opt.step()
+            sched.step()
+    model.eval()
+    with torch.inference_mode():
+        pred = model(torch.from_numpy(vx)).numpy()
+    err = np.linalg.norm((pred - vy).reshape(len(vy), -1, 2), axis=2).mean()
+    report = {"keypoints": len(KEYPOINTS), "train_examples": len(xs), "heldout_examples": len(vx),
+              "heldout_mean_error_crop": round(float(err), 4),
+              "train_seconds": round(time.perf_counter() - t0, 1)}
+    model_dir.mkdir(parents=True, exist_ok=True)
+    torch.save(model.state_dict(), path)
+    meta.write_text(json.dumps(report, indent=2))
+    return model, report
+
+
+def dance_pose() -> Any:
+    """The zoo factory: the trained regressor (trained on first use)."""
+    from vidnexus.config import load_settings
+
+    return load_or_train(load_settings().data_dir / "models")[0]
