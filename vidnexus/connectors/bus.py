@@ -56,8 +56,9 @@ class Consumer(Protocol):
         """Records from the assigned partitions, in offset order per partition."""
         ...
 
-    def commit(self) -> None:
-        """Commit the position after every record returned so far."""
+    def commit(self, offsets: "dict[tuple[str, int], int] | None" = None) -> None:
+        """Commit the position after every record returned so far, or, with ``offsets``, the given
+        next offset to read per (topic, partition)."""
         ...
 
     def assignment(self) -> set[tuple[str, int]]:

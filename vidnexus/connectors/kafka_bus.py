@@ -199,13 +199,21 @@ class KafkaGroupConsumer:
                 )
         return out
 
-    def commit(self) -> None:
+    def commit(self, offsets: dict[tuple[str, int], int] | None = None) -> None:
         from kafka.errors import CommitFailedError, KafkaError
+        from kafka.structs import OffsetAndMetadata, TopicPartition
 
         if self.group is None:
             return
         try:
-            self._c.commit()
+            if offsets is None:
+                self._c.commit()
+            else:
+                owned = self._c.assignment()
+                mine = {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()
+                        if TopicPartition(t, p) in owned}
+                if mine:
+                    self._c.commit(mine)
         except CommitFailedError as e:
             # The group rebalanced; the new owner re-reads from the last commit (at-least-once).
             logger.warning("commit after rebalance ignored: %s", e)

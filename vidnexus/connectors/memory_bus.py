@@ -171,13 +171,16 @@ class MemoryConsumer:
                     return []
                 self._bus._cond.wait(left)
 
-    def commit(self) -> None:
+    def commit(self, offsets: dict[tuple[str, int], int] | None = None) -> None:
         if self.group is None:
             return
         with self._bus._cond:
             g = self._bus._groups[self.group]
             if g.generation == self._generation:
-                g.committed.update(self._positions)
+                if offsets is None:
+                    g.committed.update(self._positions)
+                else:
+                    g.committed.update({tp: o for tp, o in offsets.items() if tp in self._positions})
 
     def assignment(self) -> set[tuple[str, int]]:
         with self._bus._cond:

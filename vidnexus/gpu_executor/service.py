@@ -62,6 +62,10 @@ class ExecutorService:
         self._resubscribe = False
         self._inflight = 0
         self._lock = threading.Lock()
+        # Per (topic, partition): offsets read and not answered yet, and the next offset to read.
+        self._unanswered: dict[tuple[str, int], set[int]] = {}
+        self._next: dict[tuple[str, int], int] = {}
+        self._committed: dict[tuple[str, int], int] = {}
         self.served = 0
         self.dead = 0
 
@@ -83,7 +87,7 @@ class ExecutorService:
                 self.topics = wanted
                 self._resubscribe = True
 
-    def _publish_reply(self, reply_to: str, request_id: str, r: InferReply) -> None:
+    def _publish_reply(self, reply_to: str, request_id: str, r: InferReply, tp: tuple[str, int], offset: int) -> None:
         wire = WireReply(request_id, r.session_id, r.ok, r.output, r.reason, r.latency_s, r.batch)
         try:
             self.bus.publish(reply_to, request_id.encode(), encode_reply(wire))
@@ -92,6 +96,23 @@ class ExecutorService:
         with self._lock:
             self._inflight -= 1
             self.served += 1
+            self._unanswered.get(tp, set()).discard(offset)
+
+    def _read(self, tp: tuple[str, int], offset: int, answered: bool) -> None:
+        with self._lock:
+            if not answered:
+                self._inflight += 1
+                self._unanswered.setdefault(tp, set()).add(offset)
+            self._next[tp] = max(self._next.get(tp, 0), offset + 1)
+
+    def committable(self) -> dict[tuple[str, int], int]:
+        """Per partition, the offset to commit: the first unanswered request, else the next to read."""
+        with self._lock:
+            out = {}
+            for tp, nxt in self._next.items():
+                pending = self._unanswered.get(tp)
+                out[tp] = min(pending) if pending else nxt
+            return out
 
     def _subscribe(self) -> Any:
         with self._lock:
@@ -99,8 +120,9 @@ class ExecutorService:
             topics = list(self.topics)
         return self.bus.subscribe(topics, group=f"{self.settings.topic_prefix}-executor") if topics else None
 
-    def run(self) -> None:
+    def run(self, commit_every_s: float = 0.5) -> None:
         consumer = self._subscribe()
+        last_commit = self.clock.now()
         try:
             while not self._stop.is_set():
                 if self._resubscribe:
@@ -111,30 +133,41 @@ class ExecutorService:
                 if consumer is None:
                     self._stop.wait(0.2)
                     continue
-                msgs = consumer.poll(timeout_s=0.2)
+                msgs = consumer.poll(timeout_s=0.05)
                 for m in msgs:
+                    tp = (m.topic, m.partition)
                     try:
                         req = decode_request(m.value)
                     except CodecError as e:
                         self.dead += 1
                         self.bus.publish(self.dead_letter, m.key, m.value,
                                          headers=[("reason", str(e).encode()), ("topic", m.topic.encode())])
+                        self._read(tp, m.offset, answered=True)
                         continue
                     # Deadlines travel as wall-clock time; the executor runs on its own clock.
                     local_deadline = self.clock.now() + (req.deadline_wall - wall_time())
-                    with self._lock:
-                        self._inflight += 1
+                    self._read(tp, m.offset, answered=False)
                     fut = self.executor.submit(req.session_id, req.input, deadline=local_deadline)
                     fut.add_done_callback(
-                        lambda f, to=req.reply_to, rid=req.request_id: self._publish_reply(to, rid, f.result())
+                        lambda f, to=req.reply_to, rid=req.request_id, tp=tp, off=m.offset:
+                        self._publish_reply(to, rid, f.result(), tp, off)
                     )
-                if msgs:
-                    self._commit_when_answered(consumer)
+                if self.clock.now() - last_commit >= commit_every_s:
+                    self._commit_answered(consumer)
+                    last_commit = self.clock.now()
         finally:
             if consumer is not None:
                 self._commit_when_answered(consumer, timeout_s=10)
-                self.bus.flush()
                 consumer.close()
+
+    def _commit_answered(self, consumer: Any) -> None:
+        """Commit, per partition, up to the first request not answered yet (never waits)."""
+        offsets = {tp: o for tp, o in self.committable().items() if self._committed.get(tp) != o}
+        if not offsets:
+            return
+        self.bus.flush()  # the replies of what we commit are on the broker first
+        consumer.commit(offsets)
+        self._committed.update(offsets)
 
     def _commit_when_answered(self, consumer: Any, timeout_s: float = 30.0) -> None:
         deadline = self.clock.now() + timeout_s
@@ -143,5 +176,4 @@ class ExecutorService:
                 if self._inflight == 0:
                     break
             self.clock.sleep(0.002)
-        self.bus.flush()
-        consumer.commit()
+        self._commit_answered(consumer)

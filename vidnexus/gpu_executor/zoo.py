@@ -123,7 +123,7 @@ ZOO["car_colours"] = ZooEntry(
 )
 ZOO["dance_pose"] = ZooEntry(
     _dance_pose, (3, 64, 64), "embed",
-    "pose regressor trained by the project on stick-figure dancers (13 keypoints; trained on first use, ~1 min)",
+    "pose regressor trained by the project on stick-figure dancers (13 keypoints; trained on first use, 2–3 min)",
 )
 ZOO["glyph_compact"] = ZooEntry(
     _glyph_compact, (3, 32, 32), "embed",

@@ -1,6 +1,7 @@
 """Request/reply codec and the bus client, over the in-memory bus with a real executor service."""
 
 import threading
+import time
 
 import msgpack
 import numpy as np
@@ -58,3 +59,40 @@ def test_client_and_service_over_the_memory_bus():
     assert svc.dead == 1
     dlq = bus.subscribe([settings.topic("dead-letter")], group=None)
     assert dlq.poll(timeout_s=1.0)[0].value == b"garbage"
+
+
+def test_service_keeps_reading_while_a_request_is_unanswered_and_commits_only_answered_offsets():
+    """Polling never waits for replies; the committed offset stops at the first unanswered request."""
+    settings = Settings(bus="memory", topic_prefix="c")
+    bus = MemoryBus()
+    release = threading.Event()
+
+    def runner(xs):
+        if any(x[0] < 0 for x in xs):
+            release.wait(10)
+        return [float(x.sum()) for x in xs]
+
+    ex = Executor([SessionSpec("s", "m", 30.0)], {"m": runner}, {"m": Profile.linear(0.0001, 0.0005, 1)}).start()
+    svc = ExecutorService(ex, bus, settings, partitions=1)
+    t = threading.Thread(target=svc.run, kwargs={"commit_every_s": 0.05}, daemon=True)
+    t.start()
+    client = ExecutorClient(bus, settings, "c")
+    topic = request_topic(settings, "s")
+    futs = [client.submit("s", np.full((2,), -1.0 if i == 0 else i, np.float32), slo_s=30.0) for i in range(6)]
+    deadline = time.monotonic() + 10
+    while svc.committable().get((topic, 0)) is None or svc._next.get((topic, 0), 0) < 6:
+        assert time.monotonic() < deadline, "the service stopped reading behind an unanswered request"
+        time.sleep(0.01)
+    time.sleep(0.2)  # several commit cycles
+    assert svc.committable()[(topic, 0)] == 0
+    assert bus._groups["c-executor"].committed.get((topic, 0), 0) == 0
+    release.set()
+    assert [f.result(timeout=10).output for f in futs] == [-2.0] + [2.0 * i for i in range(1, 6)]
+    deadline = time.monotonic() + 10
+    while bus._groups["c-executor"].committed.get((topic, 0), 0) != 6:
+        assert time.monotonic() < deadline, "answered requests were never committed"
+        time.sleep(0.01)
+    svc.stop()
+    t.join(timeout=10)
+    client.close()
+    ex.stop()

@@ -1,6 +1,6 @@
 """The dance app's pose regressor: a small CNN trained by the project on stick-figure dancers in
 random poses (rendered like ``synthetic://dance``), regressing the 13 keypoints from a square crop
-around the figure. Trained on first use (about a minute on two cores), cached under
+around the figure. Trained on first use (about 2–3 minutes on two cores), cached under
 ``<data_dir>/models`` with its held-out error; ``figure_crop`` is the CPU step that finds the figure.
 
 Example:

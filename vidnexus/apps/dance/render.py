@@ -122,7 +122,7 @@ def stage(rng: random.Random) -> np.ndarray:
 
 def pose_similarity(kp: np.ndarray, ref: np.ndarray) -> float:
     """Similarity in [0, 1] of two poses after removing position and scale (each normalized by its
-    hip centre and its neck–hip length): exp(−mean keypoint distance / 0.25 torso)."""
+    hip centre and its neck–hip length): exp(−mean keypoint distance / half a torso)."""
     def norm(p: np.ndarray) -> np.ndarray:
         p = np.asarray(p, np.float64).reshape(-1, 2)
         hip = (p[7] + p[8]) / 2
@@ -131,7 +131,7 @@ def pose_similarity(kp: np.ndarray, ref: np.ndarray) -> float:
         return (p - hip) / s
 
     d = float(np.linalg.norm(norm(kp) - norm(ref), axis=1).mean())
-    return math.exp(-d / 0.25)
+    return math.exp(-d / 0.5)
 
 
 def parse_kp(text: str) -> np.ndarray:
