@@ -452,6 +452,9 @@ def scheduler(
     epoch: float = typer.Option(30.0, min=0.5, help="Seconds between epochs."),
     min_epoch: float = typer.Option(10.0, min=0.1, help="Never re-plan more often than this."),
     change: float = typer.Option(0.5, min=0.0, help="Relative rate change that triggers an early epoch."),
+    retire_idle: float = typer.Option(120.0, min=0.0, help="Seconds without a request after which a session a plan "
+                                      "created is no longer assigned; executors then retire it (3 epochs later) "
+                                      "and unload models no session uses."),
 ) -> None:
     """The control plane: every epoch, plan sessions onto live executors (squishy bin packing,
     incremental) from their stats, and publish the plan to <prefix>.control."""
@@ -470,7 +473,8 @@ def scheduler(
             err_console.print(f"scheduler: app {a}: " + (f"split {sp['budgets_ms']} ms (even {sp['even_ms']}), "
                                                        f"γ {sp['gamma']}, gain {sp['gain']}" if sp["ok"] else sp["reason"]))
 
-    svc = SchedulerService(bus, settings, epoch_s=epoch, min_epoch_s=min_epoch, change=change, on_plan=show)
+    svc = SchedulerService(bus, settings, epoch_s=epoch, min_epoch_s=min_epoch, change=change, on_plan=show,
+                           retire_idle_s=retire_idle)
     signal.signal(signal.SIGTERM, lambda *a: svc.stop.set())
     signal.signal(signal.SIGINT, lambda *a: svc.stop.set())
     err_console.print("scheduler: running")

@@ -36,8 +36,10 @@ def test_scheduler_split_is_planned_hosted_and_adopted(kafka_bootstrap, clickhou
         procs.append(start(env, "executor", "--id", "ex1", "--threads", "1", "--stats-every", "1",
                            "-s", "mobilenet_v3_small:500", "-s", "hud_digits:500", ready="executor: serving", log=log))
         procs.append(start(env, "sink", "--max-delay", "0.3", ready="sink:", log=log))
-        procs.append(start(env, "scheduler", "--epoch", "6", "--min-epoch", "3", ready="scheduler: running", log=log))
-        procs.append(start(env, "worker", APP_REF, "--concurrency", "8", ready="started", log=log))
+        procs.append(start(env, "scheduler", "--epoch", "6", "--min-epoch", "3", "--retire-idle", "8",
+                           ready="scheduler: running", log=log))
+        worker = start(env, "worker", APP_REF, "--concurrency", "8", ready="started", log=log)
+        procs.append(worker)
         tag = uuid.uuid4().hex[:6]
         fs = frames(tag, streams=2, per_stream=600)  # up to 2 minutes of 2 streams at 5 fps
         for f in fs:
@@ -104,6 +106,18 @@ def test_scheduler_split_is_planned_hosted_and_adopted(kafka_bootstrap, clickhou
                                   "AND reasons = ''").scalar()
         assert unexplained == 0
         print(f"split {sp['budgets_ms']} (even {sp['even_ms']}), γ {sp['gamma']}; frames {by}; arrivals {arrivals}")
+        # With the worker gone, its app report goes stale, the split's sessions get no load and no
+        # request: the scheduler stops covering them and the executor retires them, unloading the
+        # model it loaded only for them.
+        # (Only when the split differs from the even split the executor started with: those sessions
+        # it was started with are never retired.)
+        stop(worker)
+        if sp["budgets_ms"] != sp["even_ms"]:
+            end = time.monotonic() + 120
+            while time.monotonic() < end and not any(f"retired session {first}" in ln for ln in log):
+                time.sleep(1)
+            assert any(f"retired session {first}" in ln for ln in log), "".join(log[-30:])
+            print(f"retired: {[ln.strip() for ln in log if 'retired session' in ln]}")
     finally:
         for p in procs:
             stop(p)

@@ -177,6 +177,10 @@ class DutyCycle:
     def targets(self) -> dict[str, int]:
         return {sid: q.target for sid, q in self._queues.items()}
 
+    def prefix_groups(self) -> dict[str, str]:
+        """model → prefix group, for models batched with a shared trunk."""
+        return dict(self._groups)
+
     def sessions(self) -> list[SessionSpec]:
         return [self._queues[sid].spec for sid in self._order]
 

@@ -207,6 +207,7 @@ class Executor:
     def _run(self, dispatch: Dispatch) -> None:
         with self._lock:
             items = [self._pending[rid] for rid in dispatch.request_ids]
+            runner = self.runners.get(dispatch.model)  # read under the lock: a retirement may unload it
         t0 = self.clock.now()
         try:
             if dispatch.group is not None:
@@ -216,7 +217,9 @@ class Executor:
                 )
                 outputs = [o for outs in per_part for o in outs]
             else:
-                outputs = self.runners[dispatch.model]([p.input for p in items])
+                if runner is None:
+                    raise ValueError(f"model {dispatch.model} was unloaded")
+                outputs = runner([p.input for p in items])
             if len(outputs) != len(items):
                 raise ValueError(f"runner returned {len(outputs)} outputs for {len(items)} inputs")
         except Exception as e:
@@ -279,6 +282,28 @@ class Executor:
                 raise ValueError(f"session {spec.session_id}: model {spec.model} is not loaded here")
             self.core.add_session(spec)
             self._specs[spec.session_id] = spec
+
+    def remove_session(self, session_id: str) -> list[str]:
+        """Stop hosting a session (plans no longer assign it): requests still queued for it end as
+        drops (reason ``retired``); models no remaining session uses are unloaded (their runners
+        released; prefix groups keep theirs). Returns the models unloaded."""
+        with self._lock:
+            spec = self._specs.pop(session_id, None)
+            if spec is None:
+                return []
+            dropped = self.core.remove_session(session_id)
+            still = {s.model for s in self._specs.values()}
+            unloaded = [m for m in list(self.runners) if m == spec.model and m not in still
+                        and m not in self.core.prefix_groups()]
+            for m in unloaded:
+                del self.runners[m]
+        for d in dropped:
+            self._finish_drop(d.request_id, "retired")
+        return unloaded
+
+    def hosted_sessions(self) -> list[str]:
+        with self._lock:
+            return list(self._specs)
 
     def hosts_model(self, model: str) -> bool:
         with self._lock:

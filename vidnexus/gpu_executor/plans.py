@@ -85,20 +85,30 @@ def assignment_of(doc: Mapping[str, Any], executor_id: str) -> dict[str, int]:
     return dict(doc.get("assignments", {}).get(executor_id, {}))
 
 
-def cover_idle_sessions(doc: dict[str, Any], stats: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def cover_idle_sessions(doc: dict[str, Any], stats: Mapping[str, Mapping[str, Any]],
+                        retire_idle_s: float = 120.0) -> dict[str, Any]:
     """Sessions with no load this epoch get no node from the planner, yet a burst may come: give
-    each one to the least-assigned live executor that hosts its model, at batch 1."""
+    each one to the least-assigned live executor that hosts its model, at batch 1 — except sessions
+    a plan created (``origin`` "plan" in the executor's stats) that have had no request for
+    ``retire_idle_s``: those are left unassigned, and executors retire them (and unload models no
+    session uses any more). Sessions an executor was started with are always covered."""
     assigned = {sid for per in doc["assignments"].values() for sid in per}
     for eid in sorted(stats):
         doc["assignments"].setdefault(eid, {})
+    retired: set[str] = set()
     for eid, st in sorted(stats.items()):
         for s in st.get("sessions", []):
             sid = s["session"]
-            if sid in assigned:
+            if sid in assigned or sid in retired:
+                continue
+            if s.get("origin") == "plan" and float(s.get("idle_s", 0.0)) >= retire_idle_s:
+                retired.add(sid)
                 continue
             hosts = [e for e, d in stats.items() if any(x["session"] == sid for x in d.get("sessions", []))]
             target = min(hosts, key=lambda e: (len(doc["assignments"][e]), e))
             doc["assignments"][target][sid] = 1
             doc["routing"].setdefault(sid, {})[target] = 0.0
             assigned.add(sid)
+    if retired:
+        doc["retired"] = sorted(retired)
     return doc

@@ -60,12 +60,13 @@ def plan_documents(bus: Bus, settings: Settings, stop: threading.Event) -> Itera
 class SchedulerService:
     def __init__(self, bus: Bus, settings: Settings, *, epoch_s: float = 30.0, min_epoch_s: float = 10.0,
                  change: float = 0.5, stale_s: float | None = None, clock: Clock | None = None,
-                 on_plan: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 on_plan: Callable[[dict[str, Any]], None] | None = None, retire_idle_s: float = 120.0) -> None:
         if min_epoch_s > epoch_s:
             raise ValueError(f"min_epoch_s ({min_epoch_s}) must not exceed epoch_s ({epoch_s})")
         self.bus, self.settings = bus, settings
         self.epoch_s, self.min_epoch_s, self.change = epoch_s, min_epoch_s, change
         self.stale_s = stale_s if stale_s is not None else max(3.0, min_epoch_s)
+        self.retire_idle_s = retire_idle_s
         self.clock = clock or MonotonicClock()
         self.on_plan = on_plan
         self.latest: dict[str, tuple[float, dict[str, Any]]] = {}
@@ -136,7 +137,7 @@ class SchedulerService:
         new, short = assign_executors(new, alive)
         self.epoch += 1
         doc = cover_idle_sessions(plan_document(new, self.epoch, wall_time(), short),
-                                  {e: self.latest[e][1] for e in alive})
+                                  {e: self.latest[e][1] for e in alive}, self.retire_idle_s)
         doc["rates"] = {s.session_id: round(s.rate, 2) for s in loads}
         doc["splits"] = splits
         doc["executors"] = alive

@@ -123,7 +123,7 @@ def prefix_batching(runners: dict[str, Any], device: str = "cpu") -> tuple[dict[
 def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu", policy: str = "early_drop",
           weights: dict[str, Path] | None = None, stats_every_s: float = 5.0,
           ready: Callable[[], None] | None = None, executor_id: str | None = None,
-          follow_plans: bool = True) -> None:
+          follow_plans: bool = True, retire_after_epochs: int = 3) -> None:
     """Run until SIGTERM/SIGINT."""
     if not sessions:
         raise ConfigError("give at least one --session MODEL:SLO_MS")
@@ -158,6 +158,8 @@ def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu"
 
     eid = executor_id or f"{socket.gethostname()}-{os.getpid()}"
     by_session = {sp.session_id: sp for sp in specs}
+    static = set(by_session)  # sessions the executor was started with are never retired
+    last_arrival: dict[str, float] = {}
 
     def report() -> None:
         last: dict[str, tuple[float, int]] = {}
@@ -170,6 +172,10 @@ def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu"
                 t0, n0 = last.get(sid, (now - stats_every_s, 0))
                 st["rate_recent"] = (st["arrivals"] - n0) / max(1e-3, now - t0)
                 last[sid] = (now, st["arrivals"])
+                if st["arrivals"] > n0 or sid not in last_arrival:
+                    last_arrival[sid] = now
+                st["origin"] = "static" if sid in static else "plan"
+                st["idle_s"] = round(now - last_arrival[sid], 1)
                 st["model"], st["slo_ms"] = by_session[sid].model, by_session[sid].slo_s * 1000
                 sessions_doc.append(st)
             doc = {"ts": wall_time(), "executor": eid, "device": device, "targets": executor.targets(),
@@ -210,6 +216,7 @@ def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu"
         from vidnexus.gpu_executor.plans import assignment_of
         from vidnexus.gpu_executor.scheduler import plan_documents
 
+        unassigned: dict[str, int] = {}
         for doc in plan_documents(bus, settings, stop):
             mine = assignment_of(doc, eid)
             for sid in mine:
@@ -218,6 +225,16 @@ def serve(settings: Settings, sessions: list[SessionArg], *, device: str = "cpu"
             executor.set_targets(mine)
             service.set_sessions(list(mine))
             logger.info("plan epoch %d: serving %s", doc["epoch"], mine or "nothing")
+            # Retire sessions plans created and no longer assign here (3 epochs in a row, so a
+            # session moving between executors is not reloaded back and forth).
+            for sid in [s for s in by_session if s not in static]:
+                unassigned[sid] = 0 if sid in mine else unassigned.get(sid, 0) + 1
+                if unassigned[sid] >= retire_after_epochs:
+                    unloaded = executor.remove_session(sid)
+                    service.remove_session(sid)
+                    del by_session[sid], unassigned[sid]
+                    print(f"executor: retired session {sid}" + (f", unloaded {', '.join(unloaded)}" if unloaded else ""),
+                          file=sys.stderr, flush=True)
 
     threading.Thread(target=report, daemon=True, name="vnx-stats").start()
     if follow_plans:

@@ -78,6 +78,15 @@ class ExecutorService:
             self.bus.create_topic(request_topic(self.settings, session_id), partitions)
             self.sessions = [*self.sessions, session_id]
 
+    def remove_session(self, session_id: str) -> None:
+        """The executor no longer hosts this session: never consume its topic again."""
+        self.sessions = [s for s in self.sessions if s != session_id]
+        topic = request_topic(self.settings, session_id)
+        with self._lock:
+            if topic in self.topics:
+                self.topics = [t for t in self.topics if t != topic]
+                self._resubscribe = True
+
     def set_sessions(self, session_ids: Sequence[str]) -> None:
         """Consume only these sessions' request topics from now on (the plan moved the others away).
         Requests already taken keep being served; the consumer group hands the partitions over."""

@@ -120,3 +120,33 @@ def test_canonical_session_names_round_trip():
     assert parse_session_name(session_name("mobilenet_v3_small", 120.0)) == ("mobilenet_v3_small", 120.0)
     assert parse_session_name("hud_digits-600000ms") == ("hud_digits", 600000.0)
     assert parse_session_name("digits") is None and parse_session_name("a-fastms") is None
+
+
+def test_removing_a_session_drops_its_queue_as_retired_and_unloads_an_unused_model():
+    import threading
+
+    from vidnexus.gpu_executor.backend import SessionSpec
+    from vidnexus.gpu_executor.executor import Executor
+    from vidnexus.gpu_executor.profile import Profile
+
+    gate = threading.Event()
+
+    def slow(xs):
+        gate.wait(5)
+        return [0.0 for _ in xs]
+
+    prof = Profile.linear(0.0001, 0.0005, 1)
+    ex = Executor([SessionSpec("a-100ms", "a", 30.0), SessionSpec("b-100ms", "b", 30.0)],
+                  {"a": slow, "b": lambda xs: [1.0 for _ in xs]}, {"a": prof, "b": prof}).start()
+    first = ex.submit("a-100ms", 0)            # occupies the device
+    queued = [ex.submit("a-100ms", i) for i in range(3)]
+    import time as _t
+    _t.sleep(0.1)
+    assert ex.remove_session("a-100ms") == ["a"]
+    gate.set()
+    assert first.result(5).ok or first.result(5).reason in ("retired", "error")
+    assert all(f.result(5).reason == "retired" for f in queued)
+    assert not ex.hosts_model("a") and ex.hosts_model("b")
+    assert ex.submit("b-100ms", 1).result(5).output == 1.0
+    assert ex.remove_session("a-100ms") == []    # idempotent
+    ex.stop()

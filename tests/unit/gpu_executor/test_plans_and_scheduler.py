@@ -154,3 +154,15 @@ def test_split_sessions_enter_the_plan_at_the_measured_frame_rate_and_workers_ad
     unassigned = dict(doc, assignments={"e1": {sids["det"]: 4}})
     assert split_to_adopt(app, unassigned) is None                      # cls-… not served yet: wait
     assert split_to_adopt(App("other", 100), doc) is None
+
+
+def test_idle_plan_sessions_are_left_to_retire_and_static_ones_always_covered():
+    doc = {"assignments": {"e1": {}}, "routing": {}}
+    st = {"e1": {"executor": "e1", "sessions": [
+        {"session": "old-split-140ms", "origin": "plan", "idle_s": 300.0},
+        {"session": "recent-split-150ms", "origin": "plan", "idle_s": 20.0},
+        {"session": "static-100ms", "origin": "static", "idle_s": 9999.0},
+    ]}}
+    out = cover_idle_sessions(doc, st, retire_idle_s=120)
+    assert assignment_of(out, "e1") == {"recent-split-150ms": 1, "static-100ms": 1}
+    assert out["retired"] == ["old-split-140ms"]
