@@ -48,10 +48,16 @@ def good_fraction(results: Sequence[tuple[Arrival, Any]], slo_s: Mapping[str, fl
 
 
 def probe_goodput(fraction_at: Callable[[float], float], lo: float, hi: float, tol: float) -> float:
-    """Bisection over the rate (see vidnexus.sim.simulator.goodput)."""
+    """Bisection over the rate (see vidnexus.sim.simulator.goodput). A result of 0 means even the
+    lowest rate missed 99%: on this shared 2-core VM that has been a stall (a full-suite run once saw
+    it for a system that sustains 257 req/s alone), so the bisection runs once more; every system
+    gets the same rule."""
     from vidnexus.sim.simulator import goodput
 
-    return goodput(fraction_at, lo, hi, tol=tol)
+    g = goodput(fraction_at, lo, hi, tol=tol)
+    if g <= 0:
+        g = goodput(fraction_at, lo, hi, tol=tol)
+    return g
 
 
 def warm_up(run: Callable[[list[Any]], Any], x: Any, sizes: Sequence[int] = range(1, 33)) -> None:
