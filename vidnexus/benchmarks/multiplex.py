@@ -32,6 +32,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     t_sat = prof.throughput(max(1, prof.max_batch_within(slo / 2)))
     ks = (2, 4) if quick else (1, 2, 3, 4)
     duration = 2.0 if quick else 6.0
+    min_requests = 100 if quick else 300  # per probe (see probe_seconds); quick only checks the harness
     results = []
     table = Table("models", "duty cycle req/s", "free threads req/s", "ratio", title=f"multiplexing (SLO {slo * 1000:.0f} ms)")
     for k in ks:
@@ -42,7 +43,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         row: dict[str, Any] = {"models": k}
         for mode in ("duty_cycle", "free_threads"):
             def frac(rate: float, mode: str = mode) -> float:
-                trace = merge(*[arrivals("poisson", rate / k, probe_seconds(rate, duration), f"s-{m}", seed=i)
+                trace = merge(*[arrivals("poisson", rate / k, probe_seconds(rate, duration, min_requests), f"s-{m}", seed=i)
                                 for i, m in enumerate(models)])
                 if mode == "duty_cycle":
                     exs = {"all": Executor([SessionSpec(f"s-{m}", m, slo) for m in models], runners,
@@ -73,6 +74,6 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     console.print(f"summary: {summary}  ({time.perf_counter() - t_start:.0f} s)")
     return {"name": "multiplex", "machine": machine_info(),
             "config": {"quick": quick, "model": "resnet18 (64x64 input), separate weights per model",
-                       "slo_ms": round(slo * 1000, 1), "probe_seconds": duration, "runs_per_probe_best_of": 2, "ks": list(ks), "torch_threads": 2,
+                       "slo_ms": round(slo * 1000, 1), "probe_seconds": duration, "min_requests_per_probe": min_requests, "runs_per_probe_best_of": 2, "ks": list(ks), "torch_threads": 2,
                        "profile": prof.to_dict()},
             "results": results, "summary": summary}

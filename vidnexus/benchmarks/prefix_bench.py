@@ -64,6 +64,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     slo = max(0.100, 4 * prof.latency(1))
     ks = (1, 8) if quick else (1, 4, 8, 16)
     duration = 2.0 if quick else 6.0
+    min_requests = 100 if quick else 300  # per probe (see probe_seconds); quick only checks the harness
     t_sat = prof.throughput(max(1, prof.max_batch_within(slo / 2)))
     results = []
     table = Table("k", "prefix batching", "goodput req/s", "param MiB", title=f"prefix batching (SLO {slo * 1000:.0f} ms)")
@@ -73,7 +74,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
             make, names, mem = _system(k, prefix, prof, slo)
 
             def frac(rate: float, make: Callable[[], Any] = make, names: list[str] = names) -> float:
-                secs = probe_seconds(rate, duration)
+                secs = probe_seconds(rate, duration, min_requests)
                 trace = merge(*[arrivals("poisson", rate / k, secs, f"s-{n}", seed=i) for i, n in enumerate(names)])
                 with make() as ex:
                     res = drive(trace, lambda a: ex.submit(a.session_id, x))
@@ -94,6 +95,6 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     console.print(f"summary: {summary}  ({time.perf_counter() - t_start:.0f} s)")
     return {"name": "prefix", "machine": machine_info(),
             "config": {"quick": quick, "model": "resnet18 trunk + Linear(512,10) heads", "input": list(SHAPE),
-                       "slo_ms": round(slo * 1000, 1), "probe_seconds": duration, "runs_per_probe_best_of": 2, "ks": list(ks),
+                       "slo_ms": round(slo * 1000, 1), "probe_seconds": duration, "min_requests_per_probe": min_requests, "runs_per_probe_best_of": 2, "ks": list(ks),
                        "torch_threads": 2, "profile": prof.to_dict()},
             "results": results, "summary": summary}

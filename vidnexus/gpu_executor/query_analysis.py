@@ -6,7 +6,9 @@ The rate of a stage is its calls per frame (the γ products measured at run time
 requests per answered parent request); the split only depends on relative rates, so no frame rate
 is needed. A model fed by several parents is placed
 under the first one (the dynamic program works on trees). Apps whose models have no profile yet, or
-whose SLO no split can meet, are reported with the reason.
+whose SLO no split can meet, are reported with the reason. So are apps whose fan-out has not been
+measured on enough requests yet (``min_answered`` answered parent requests per edge): a split made
+from a worker's first few frames, when children are still in flight, would plan a γ near 0.
 
 Example (Nexus Figure 4 shape: a detector feeding a classifier at γ = 2):
     >>> from vidnexus.gpu_executor.profile import Profile
@@ -83,14 +85,18 @@ def _tree(models: Sequence[str], edges: Sequence[Sequence[str]], rate: Mapping[s
     return [build(m) for m in models if parent.get(m) == "frames"]
 
 
+MIN_ANSWERED = 50
+"""Answered parent requests an edge needs before its γ is trusted (and frames before a root's)."""
+
+
 def analyze_apps(reports: Sequence[Mapping[str, Any]], profiles: Mapping[str, Profile],
-                 epsilon_s: float = 0.001) -> dict[str, AppSplit]:
+                 epsilon_s: float = 0.001, min_answered: int = MIN_ANSWERED) -> dict[str, AppSplit]:
     """Latency split per app (see the module docstring)."""
-    return analyze_merged(merge_reports(reports), profiles, epsilon_s)
+    return analyze_merged(merge_reports(reports), profiles, epsilon_s, min_answered)
 
 
 def analyze_merged(merged: Mapping[str, Mapping[str, Any]], profiles: Mapping[str, Profile],
-                   epsilon_s: float = 0.001) -> dict[str, AppSplit]:
+                   epsilon_s: float = 0.001, min_answered: int = MIN_ANSWERED) -> dict[str, AppSplit]:
     """:func:`analyze_apps` on reports already summed per app by :func:`merge_reports`."""
     out: dict[str, AppSplit] = {}
     for name, r in merged.items():
@@ -110,10 +116,17 @@ def analyze_merged(merged: Mapping[str, Mapping[str, Any]], profiles: Mapping[st
         answered = r["fanout"].get("ok") or calls  # older reports carry calls only
         parent = {c: p for p, c in reversed([tuple(e) for e in r["edges"]])}
         gamma = {}
+        thin: list[str] = []
         for m in r["models"]:
             p = parent.get(m, "frames")
             base = frames if p == "frames" else answered.get(p, 0)
             gamma[f"{p}->{m}"] = round(calls.get(m, 0) / base, 4) if base > 0 else 0.0
+            if base < min_answered:
+                thin.append(f"{p}->{m} ({base} of {min_answered})")
+        if thin:
+            out[name] = AppSplit(name, False, f"fan-out not measured on enough requests yet: {', '.join(thin)}",
+                                 gamma=gamma)
+            continue
         slo_s = r["slo_ms"] / 1000
         budgets: dict[str, float] = {}
         even: dict[str, float] = {}

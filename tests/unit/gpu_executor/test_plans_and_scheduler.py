@@ -124,8 +124,24 @@ def test_apps_without_profiles_or_frames_are_reported_with_the_reason():
     p = Profile.linear(0.001, 0.001, 8)
     assert analyze_apps([rep], {"det": p, "cls": p})["traffic"].reason == "no frames seen yet"
     slow = Profile.linear(0.5, 0.5, 8)  # 1 s for one input: no split of 300 ms works
-    bad = analyze_apps([app_report("w", 10, 10, 10)], {"det": slow, "cls": slow})["traffic"]
+    bad = analyze_apps([app_report("w", 60, 60, 60)], {"det": slow, "cls": slow})["traffic"]
     assert not bad.ok and "no split of 300 ms" in bad.reason
+
+
+def test_a_split_waits_until_every_edge_has_enough_answered_requests():
+    from vidnexus.gpu_executor.query_analysis import analyze_apps
+
+    p = Profile.linear(0.005, 0.002, 16)
+    # A worker's first frames: the detector has answered 12 requests, the classifier calls lag behind.
+    early = app_report("w", 40, 40, 3)
+    early["fanout"]["ok"] = {"det": 12, "cls": 0}
+    r = analyze_apps([early], {"det": p, "cls": p})["traffic"]
+    assert not r.ok and r.reason == ("fan-out not measured on enough requests yet: "
+                                     "frames->det (40 of 50), det->cls (12 of 50)")
+    later = app_report("w", 200, 200, 1190)
+    later["fanout"]["ok"] = {"det": 198, "cls": 1190}
+    r = analyze_apps([later], {"det": p, "cls": p})["traffic"]
+    assert r.ok and r.gamma == {"frames->det": 1.0, "det->cls": round(1190 / 198, 4)}
 
 
 def test_split_sessions_enter_the_plan_at_the_measured_frame_rate_and_workers_adopt_them():
