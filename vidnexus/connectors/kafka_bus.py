@@ -13,6 +13,17 @@ __all__ = ["KafkaBus", "KafkaGroupConsumer"]
 logger = logging.getLogger(__name__)
 
 
+def _warn_without_c_crc() -> None:
+    """kafka-python checks (and writes) a CRC-32C over every record batch. Without the ``crc32c``
+    package it does so in pure Python: 174 ms of CPU per 600 KB request here (40 µs with it), which
+    put a 2-stage app over Kafka seconds behind real time. ``crc32c`` is a dependency."""
+    try:
+        import crc32c  # noqa: F401
+    except ImportError:
+        logger.warning("the crc32c package is missing: kafka-python checks record CRCs in pure Python, "
+                       "which is slow for frames; `pip install crc32c`")
+
+
 def _kafka_error(what: str, bootstrap: str, exc: BaseException) -> ConnectorError:
     detail = str(exc) if type(exc).__name__ in str(exc) else f"{type(exc).__name__}: {exc}"
     return ConnectorError(
@@ -37,6 +48,7 @@ class KafkaBus:
         from kafka import KafkaAdminClient, KafkaProducer
         from kafka.errors import KafkaConfigurationError, KafkaError
 
+        _warn_without_c_crc()
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
         self.max_message_bytes = max_message_bytes

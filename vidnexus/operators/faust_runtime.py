@@ -116,10 +116,12 @@ def run_worker(app: App, settings: Settings, *, concurrency: int = 32, partition
         threading.Thread(target=follow_splits, args=(app, settings, bus, backend, stop_follow),
                          daemon=True, name="vnx-splits").start()
     brokers = ";".join(f"kafka://{h}" for h in settings.kafka_bootstrap.split(","))
+    (settings.work_dir / "faust").mkdir(parents=True, exist_ok=True)
     fapp = faust.App(
         worker_group(settings, app),
         broker=brokers,
         store="memory://",
+        datadir=str(settings.work_dir / "faust" / "{conf.name}-data"),  # not ./<id>-data in the cwd
         web_enabled=False,
         topic_replication_factor=1,
         topic_partitions=partitions,
