@@ -1,7 +1,7 @@
 # vidnexus — the two commands:
 #   make demo   bootstrap the virtualenv and run the embedded end-to-end demo
 #   make test   bootstrap, install + start Kafka and ClickHouse, run unit + integration tests, stop
-.PHONY: demo test unit bootstrap services-up services-down bench-quick clean-venv
+.PHONY: demo test unit bootstrap peers-venv services-up services-down bench-quick clean-venv
 
 demo:
 	@bash scripts/demo.sh
@@ -14,6 +14,9 @@ unit:
 
 bootstrap:
 	@bash scripts/bootstrap.sh
+
+peers-venv:
+	@bash scripts/peers-venv.sh
 
 services-up:
 	@VENV=$$(bash scripts/bootstrap.sh) && "$$VENV/bin/vidnexus" services up

@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 venv=$(bash scripts/bootstrap.sh)
 echo "test: virtualenv $venv ready after $(( $(date +%s) - start )) s"
+# The peers of `vidnexus bench peers` (Triton via PyTriton, Ray Serve) in their own virtualenv.
+peers_python=$(bash scripts/peers-venv.sh)
+export VNX_PEERS_PYTHON=$peers_python
+echo "test: peers virtualenv ready after $(( $(date +%s) - start )) s"
 
 # Test-only system packages: GStreamer's RTSP server for the live-ingest test (run by Debian's python3).
 if ! /usr/bin/python3 -c 'import gi; gi.require_version("GstRtspServer", "1.0"); from gi.repository import GstRtspServer' 2>/dev/null; then

@@ -397,8 +397,8 @@ def ingest(
 # -- bench -------------------------------------------------------------------------------------
 @app.command()
 def bench(
-    name: str = typer.Argument(..., help="Benchmark: drop-policies, prefix, multiplex, scheduler, latency-split, ingest, runtimes or weg"),
-    quick: bool = typer.Option(False, help="A reduced run that finishes in about a minute."),
+    name: str = typer.Argument(..., help="Benchmark: drop-policies, prefix, multiplex, scheduler, latency-split, ingest, runtimes, weg or peers (needs scripts/peers-venv.sh)"),
+    quick: bool = typer.Option(False, help="A reduced run (a few minutes) that checks the benchmark works."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON result here."),
 ) -> None:
     """Run a benchmark: prints a table and writes JSON {name, machine, config, results, summary}."""

@@ -21,6 +21,7 @@ SUMMARY_KEYS = {
     "ingest": {"decode_all_vs_ffmpeg", "sample_1fps_speedup_over_decode_all"},
     "runtimes": {"local_msgs_per_s", "faust_msgs_per_s", "local_over_faust", "faust_overhead_us_per_msg"},
     "weg": {"speedup_5_0.9", "acc_delta_5_0.9", "speedup_random", "acc_delta_random"},
+    "peers": {"vnx_over_best_peer_tightest_slo", "vnx_over_triton", "vnx_over_ray"},
 }
 
 

@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "ingest": "vidnexus.benchmarks.ingest_bench",
     "runtimes": "vidnexus.benchmarks.runtimes",
     "weg": "vidnexus.benchmarks.weg_bench",
+    "peers": "vidnexus.benchmarks.peers",
 }
 """Benchmark name → module with ``run(quick, console)`` (imported only when that benchmark runs)."""
 
