@@ -31,6 +31,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -39,8 +40,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from vidnexus.benchmarks.machine import machine_info
-from vidnexus.benchmarks.openloop import drive, probe_goodput, probe_seconds
+from vidnexus.benchmarks.openloop import drive, good_fraction, probe_goodput, probe_seconds
 from vidnexus.errors import VidnexusError
+from vidnexus.gpu_executor.metrics import percentile
+from vidnexus.sim.loadgen import Arrival, arrivals, merge
 
 __all__ = ["run", "peers_python"]
 
@@ -88,10 +91,11 @@ def make_model_file(path: Path) -> Path:
     if path.exists():
         return path
     import torch
-    import torchvision
+
+    from vidnexus.gpu_executor.zoo import ZOO
 
     torch.manual_seed(0)
-    net = torchvision.models.mobilenet_v3_small(weights=None).eval()
+    net = ZOO["mobilenet_v3_small"].factory().eval()
 
     class Top1(torch.nn.Module):
         def __init__(self, m: torch.nn.Module) -> None:
@@ -139,15 +143,23 @@ class PeerServer:
             tail = self.log_path.read_text()[-1500:]
             raise VidnexusError(f"{system} did not start ({self.knobs}); its log {self.log_path} ends:\n{tail}")
 
-    def replay(self, times: Sequence[float], models: Sequence[int]) -> list[Outcome]:
+    def replay(self, trace: Sequence[Arrival]) -> list[tuple[Arrival, Outcome]]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps({"times": list(times), "models": list(models)}) + "\n")
+        doc = {"times": [a.t for a in trace], "models": [int(a.session_id) for a in trace]}
+        self.proc.stdin.write(json.dumps(doc) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:
             raise VidnexusError(f"{self.system} harness exited; see {self.log_path}")
-        doc = json.loads(line)
-        return [Outcome(not e and lat >= 0, lat if lat >= 0 else float("inf"), e) for lat, e in zip(doc["lat"], doc["err"])]
+        out = json.loads(line)
+        return [(a, Outcome(not e and lat >= 0, lat if lat >= 0 else float("inf"), e))
+                for a, lat, e in zip(trace, out["lat"], out["err"])]
+
+    def __enter__(self) -> "PeerServer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -162,69 +174,56 @@ class PeerServer:
 
 
 def _trace(rate: float, seconds: float, mix: Sequence[tuple[float, float]], seed: int,
-           kind: str = "poisson") -> tuple[list[float], list[int]]:
+           kind: str = "poisson") -> list[Arrival]:
     """Open-loop arrivals (Poisson or uniform) at total ``rate``; ``mix`` = (share, slo) per model.
-    Returns (arrival times, model index per arrival)."""
-    from vidnexus.sim.loadgen import arrivals, merge
-
-    tr = merge(*[arrivals(kind, rate * share, seconds, str(k), seed=seed + 7 * k)  # type: ignore[arg-type]
-                 for k, (share, _) in enumerate(mix)])
-    return [a.t for a in tr], [int(a.session_id) for a in tr]
+    An arrival's session id is its model's index in ``mix``."""
+    return merge(*[arrivals(kind, rate * share, seconds, str(k), seed=seed + 7 * k)  # type: ignore[arg-type]
+                   for k, (share, _) in enumerate(mix)])
 
 
-def _good(outs: Sequence[Outcome], models: Sequence[int], slos: Sequence[float]) -> float:
-    if not outs:
-        return 1.0
-    return sum(1 for o, k in zip(outs, models) if o.ok and o.latency_s <= slos[k]) / len(outs)
-
-
-def _pcts(outs: Sequence[Outcome]) -> dict[str, float | None]:
-    lat = sorted(o.latency_s for o in outs if o.ok)
+def _pcts(results: Sequence[tuple[Arrival, Any]]) -> dict[str, float | None]:
+    lat = [r.latency_s for _, r in results if r.ok]
     if not lat:
         return {"p50_ms": None, "p99_ms": None}
-    return {"p50_ms": round(lat[len(lat) // 2] * 1000, 1), "p99_ms": round(lat[min(len(lat) - 1, int(0.99 * len(lat)))] * 1000, 1)}
+    return {"p50_ms": round(percentile(lat, 0.5) * 1000, 1), "p99_ms": round(percentile(lat, 0.99) * 1000, 1)}
 
 
-Replay = Callable[[Sequence[float], Sequence[int]], list[Outcome]]
+Replay = Callable[[Sequence[Arrival]], list[tuple[Arrival, Any]]]
+"""Runs one trace against a system; (arrival, reply with ``ok`` and ``latency_s``) per request."""
 
 
 def _measure(replay: Replay, mix: Sequence[tuple[float, float]], lo: float, hi: float, *, base_s: float,
              min_requests: int, tol: float, seed: int, kind: str = "poisson") -> dict[str, Any]:
     """Goodput by bisection over the total rate, then one probe at 80% of it for p50/p99."""
-    slos = [s for _, s in mix]
+    slos = {str(k): slo for k, (_, slo) in enumerate(mix)}
     probes = [0]
 
     def frac(rate: float) -> float:
         probes[0] += 1
-        times, models = _trace(rate, probe_seconds(rate, base_s, min_requests), mix, seed, kind)
-        return _good(replay(times, models), models, slos)
+        return good_fraction(replay(_trace(rate, probe_seconds(rate, base_s, min_requests), mix, seed, kind)), slos)
 
     g = probe_goodput(frac, lo, hi, tol=tol)
     row: dict[str, Any] = {"goodput": round(g, 1), "probes": probes[0]}
     if g > 0:
-        times, models = _trace(0.8 * g, probe_seconds(0.8 * g, base_s, min_requests), mix, seed + 1, kind)
-        outs = replay(times, models)
-        row.update({"at_80pct_good": round(_good(outs, models, slos), 4), **_pcts(outs)})
+        res = replay(_trace(0.8 * g, probe_seconds(0.8 * g, base_s, min_requests), mix, seed + 1, kind))
+        row.update({"at_80pct_good": round(good_fraction(res, slos), 4), **_pcts(res)})
     return row
 
 
 def _vnx_inproc(runners: dict[str, Any], prof: Any, mix: Sequence[tuple[float, float]]) -> Replay:
     from vidnexus.gpu_executor.backend import SessionSpec
     from vidnexus.gpu_executor.executor import Executor
-    from vidnexus.sim.loadgen import Arrival
 
     x = np.random.default_rng(0).random(SHAPE, dtype=np.float32)
     names = list(runners)
 
-    def replay(times: Sequence[float], models: Sequence[int]) -> list[Outcome]:
+    def replay(trace: Sequence[Arrival]) -> list[tuple[Arrival, Any]]:
         specs = [SessionSpec(f"s{k}", names[k], slo) for k, (_, slo) in enumerate(mix)]
         ex = Executor(specs, runners, {n: prof for n in names}, workers=1).start()
         try:
-            trace = [Arrival(t, f"s{k}") for t, k in zip(times, models)]
-            res = drive(trace, lambda a: ex.submit(a.session_id, x))
+            return drive(trace, lambda a: ex.submit(f"s{a.session_id}", x))
         finally:
             ex.stop()
-        return [Outcome(r.ok, r.latency_s, getattr(r, "reason", "") or "") for _, r in res]
 
     return replay
 
@@ -273,8 +272,6 @@ class KafkaExecutor:
         else:
             self.close()
             raise VidnexusError(f"vidnexus executor did not start in 300 s; see {self.log_path}")
-        import threading
-
         threading.Thread(target=self._drain, daemon=True).start()
         self.client = ExecutorClient(self.bus, self.settings)
 
@@ -286,16 +283,17 @@ class KafkaExecutor:
     def replayer(self, mix: Sequence[tuple[float, float]]) -> Replay:
         from vidnexus.clock import wall_time
         from vidnexus.gpu_executor.service import session_name
-        from vidnexus.sim.loadgen import Arrival
 
         x = np.random.default_rng(0).random(SHAPE, dtype=np.float32)
         sids = [session_name(self.names[k], round(slo * 1000, 3)) for k, (_, slo) in enumerate(mix)]
+        slos = [slo for _, slo in mix]
 
-        def replay(times: Sequence[float], models: Sequence[int]) -> list[Outcome]:
-            trace = [Arrival(t, sids[k]) for t, k in zip(times, models)]
-            slo_of = {sids[k]: slo for k, (_, slo) in enumerate(mix)}
-            res = drive(trace, lambda a: self.client.submit(a.session_id, x, deadline_wall=wall_time() + slo_of[a.session_id]))
-            return [Outcome(r.ok, r.latency_s, r.reason or "") for _, r in res]
+        def submit(a: Arrival) -> Any:
+            k = int(a.session_id)
+            return self.client.submit(sids[k], x, deadline_wall=wall_time() + slos[k])
+
+        def replay(trace: Sequence[Arrival]) -> list[tuple[Arrival, Any]]:
+            return drive(trace, submit)
 
         return replay
 
@@ -340,95 +338,68 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     tot = sum(s for s, _ in multi)
     multi = [(s / tot, slo) for s, slo in multi]
 
-    module = torch.jit.load(str(model)).eval()
-    copies = [torch.jit.load(str(model)).eval() for _ in multi]
-    runner = TorchRunner("m", module, postprocess=lambda t: int(t))
+    runner = TorchRunner("m", torch.jit.load(str(model)).eval(), postprocess=lambda t: int(t))
     x = np.random.default_rng(0).random(SHAPE, dtype=np.float32)
     prof, _ = profile_runner(runner, lambda: x, [1, 2, 4, 8, 16, 32], repeats=3, warmup=2)
     console.print(f"model: MobileNetV3-small 224 px TorchScript, {threads} torch thread; "
                   f"batch 1 {prof.latency(1) * 1000:.1f} ms, batch 32 {prof.latency(32) * 1000:.1f} ms")
-
-    def rate_range(slo: float) -> tuple[float, float]:
-        t_sat = prof.throughput(max(1, prof.max_batch_within(slo / 2)))
-        return 0.05 * t_sat, 1.3 * t_sat
-
     results: list[dict[str, Any]] = []
 
-    def record(system: str, scenario: str, slo: float | None, knobs: dict[str, Any], row: dict[str, Any]) -> None:
-        entry = {"system": system, "scenario": scenario, "slo_ms": round(slo * 1000) if slo else None,
-                 "knobs": knobs, **row}
+    def measure(system: str, scenario: str, replay: Replay, mix: Sequence[tuple[float, float]],
+                knobs: dict[str, Any] | None = None, kind: str = "poisson") -> None:
+        """Goodput of one system on one scenario; the rate range comes from the profile at the tightest
+        SLO in ``mix`` (saturated throughput at the largest batch within half of it)."""
+        tight_slo = min(slo for _, slo in mix)
+        t_sat = prof.throughput(max(1, prof.max_batch_within(tight_slo / 2)))
+        row = _measure(replay, mix, 0.05 * t_sat, 1.3 * t_sat, base_s=base_s, min_requests=min_req, tol=tol,
+                       seed=11 if len(mix) == 1 else 13, kind=kind)
+        entry = {"system": system, "scenario": scenario, "slo_ms": round(mix[0][1] * 1000) if len(mix) == 1 else None,
+                 "knobs": knobs or {}, **row}
         results.append(entry)
-        console.print(f"  {system:10s} {scenario:6s} SLO {entry['slo_ms'] or 'mixed'!s:>5} {json.dumps(knobs):34s} "
+        console.print(f"  {system:10s} {scenario:6s} SLO {entry['slo_ms'] or 'mixed'!s:>5} {json.dumps(entry['knobs']):34s} "
                       f"goodput {row['goodput']:7.1f} req/s  p50 {row.get('p50_ms')} p99 {row.get('p99_ms')} ms")
 
+    def singles(system: str, replay_for: Callable[[Sequence[tuple[float, float]]], Replay],
+                knobs: dict[str, Any] | None = None, with_uniform: bool = uniform) -> None:
+        """One model: Poisson at every SLO, and uniform at the tightest."""
+        for slo in slos:
+            measure(system, "single", replay_for([(1.0, slo)]), [(1.0, slo)], knobs)
+        if with_uniform:
+            tight = [(1.0, min(slos))]
+            measure(system, "uniform", replay_for(tight), tight, knobs, kind="uniform")
+
     # vidnexus in-process: one session per SLO, one worker thread (the duty cycle), no knobs.
-    single = {"m": runner}
-    for slo in slos:
-        lo, hi = rate_range(slo)
-        row = _measure(_vnx_inproc(single, prof, [(1.0, slo)]), [(1.0, slo)], lo, hi, base_s=base_s,
-                       min_requests=min_req, tol=tol, seed=11)
-        record("vnx-inproc", "single", slo, {}, row)
-    if uniform:
-        lo, hi = rate_range(min(slos))
-        row = _measure(_vnx_inproc(single, prof, [(1.0, min(slos))]), [(1.0, min(slos))], lo, hi, base_s=base_s,
-                       min_requests=min_req, tol=tol, seed=11, kind="uniform")
-        record("vnx-inproc", "uniform", min(slos), {}, row)
-    three = {f"m{k}": TorchRunner(f"m{k}", copies[k], postprocess=lambda t: int(t)) for k in range(len(multi))}
-    for r in three.values():
-        r([x] * 32)
-        r([x])
-    lo, hi = rate_range(0.050)
+    singles("vnx-inproc", lambda mix: _vnx_inproc({"m": runner}, prof, mix))
     if not quick:
-        row = _measure(_vnx_inproc(three, prof, multi), multi, lo, hi, base_s=base_s, min_requests=min_req, tol=tol, seed=13)
-        record("vnx-inproc", "multi", None, {}, row)
+        three = {f"m{k}": TorchRunner(f"m{k}", torch.jit.load(str(model)).eval(), postprocess=lambda t: int(t))
+                 for k in range(len(multi))}
+        for r in three.values():
+            r([x] * 32)
+            r([x])
+        measure("vnx-inproc", "multi", _vnx_inproc(three, prof, multi), multi)
 
     # vidnexus behind Kafka.
     kx = KafkaExecutor(model, [[(1.0, s)] for s in slos] + ([multi] if not quick else []), threads, work,
                        copies=1 if quick else len(multi))
     try:
-        for slo in slos:
-            lo, hi = rate_range(slo)
-            row = _measure(kx.replayer([(1.0, slo)]), [(1.0, slo)], lo, hi, base_s=base_s, min_requests=min_req,
-                           tol=tol, seed=11)
-            record("vnx-kafka", "single", slo, {}, row)
-        if uniform:
-            lo, hi = rate_range(min(slos))
-            row = _measure(kx.replayer([(1.0, min(slos))]), [(1.0, min(slos))], lo, hi, base_s=base_s,
-                           min_requests=min_req, tol=tol, seed=11, kind="uniform")
-            record("vnx-kafka", "uniform", min(slos), {}, row)
+        singles("vnx-kafka", kx.replayer)
         if not quick:
-            lo, hi = rate_range(0.050)
-            row = _measure(kx.replayer(multi), multi, lo, hi, base_s=base_s, min_requests=min_req, tol=tol, seed=13)
-            record("vnx-kafka", "multi", None, {}, row)
+            measure("vnx-kafka", "multi", kx.replayer(multi), multi)
     finally:
         kx.close()
 
-    # The peers, each knob setting in its own server.
+    # The peers, each knob setting in its own server (three models: a server with three copies).
     for system in systems:
         for max_batch, wait_s in grids[system]:
-            srv = PeerServer(py, system, model, threads=threads, max_batch=max_batch, wait_s=wait_s,
-                             copies=1, log_dir=work / "logs")
-            try:
-                for slo in slos:
-                    lo, hi = rate_range(slo)
-                    row = _measure(srv.replay, [(1.0, slo)], lo, hi, base_s=base_s, min_requests=min_req, tol=tol, seed=11)
-                    record(system, "single", slo, srv.knobs, row)
-                if uniform and (max_batch, wait_s) == middle:
-                    lo, hi = rate_range(min(slos))
-                    row = _measure(srv.replay, [(1.0, min(slos))], lo, hi, base_s=base_s, min_requests=min_req,
-                                   tol=tol, seed=11, kind="uniform")
-                    record(system, "uniform", min(slos), srv.knobs, row)
-            finally:
-                srv.close()
+            def server(copies: int) -> PeerServer:
+                return PeerServer(py, system, model, threads=threads, max_batch=max_batch, wait_s=wait_s,
+                                  copies=copies, log_dir=work / "logs")
+
+            with server(1) as srv:
+                singles(system, lambda mix: srv.replay, srv.knobs, uniform and (max_batch, wait_s) == middle)
             if not quick:
-                srv = PeerServer(py, system, model, threads=threads, max_batch=max_batch, wait_s=wait_s,
-                                 copies=len(multi), log_dir=work / "logs")
-                try:
-                    lo, hi = rate_range(0.050)
-                    row = _measure(srv.replay, multi, lo, hi, base_s=base_s, min_requests=min_req, tol=tol, seed=13)
-                    record(system, "multi", None, srv.knobs, row)
-                finally:
-                    srv.close()
+                with server(len(multi)) as srv:
+                    measure(system, "multi", srv.replay, multi, srv.knobs)
 
     # Best per (system, scenario, SLO) over its knobs.
     best: dict[tuple[str, str, Any], dict[str, Any]] = {}
