@@ -134,16 +134,18 @@ def run_demo(
 
     def watch() -> None:
         while not stop.is_set():
-            say("frames", runtime.stats.frames, total)
-            if runtime.stats.frames >= total or (not any(t.is_alive() for t in threads)
-                                                  and runtime.stats.frames >= result.sampled):
+            # total is the expected count (seconds × fps per source); a source may yield a frame
+            # more or fewer, so the run ends when every source is done and every frame sampled
+            # is accounted for, never at the estimate.
+            say("frames", runtime.stats.frames, max(total, result.sampled))
+            if not any(t.is_alive() for t in threads) and runtime.stats.frames >= result.sampled:
                 stop.set()
             clock.sleep(0.2)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     asyncio.run(runtime.consume(bus, frames_topic, stop))
-    say("frames", runtime.stats.frames, total)
+    say("frames", runtime.stats.frames, max(total, result.sampled))
     executor.stop()
     runtime.close()
     result.rows = runtime.stats.frames

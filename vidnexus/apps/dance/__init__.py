@@ -11,6 +11,11 @@ Scores are SQL: per move, 100 × mean ``sim`` over its beat (a late dancer score
 pose at each instant differs from the reference's); per performance, the mean over moves; how
 closely each move's key pose was reached, 100 × max ``sim_move`` over the beat (``QUERIES``).
 
+Optional compute-only keypoint model: with ``VNX_DANCE_KEYPOINTS=keypointrcnn`` every sampled
+frame first goes through Keypoint R-CNN (random weights: compute only, output discarded, see
+:mod:`vidnexus.apps.compute`). Off by default: it takes ~5.4 s per frame on this project's CPU, so
+it is for GPU executors (or a CPU run at a very low sample rate and a long SLO).
+
     vidnexus demo dance               # embedded: performers of different skill
     vidnexus worker dance             # distributed: a faust worker over Kafka
 """
@@ -32,6 +37,7 @@ from vidnexus.apps.dance.render import (
     pose_similarity,
     reference_angles,
 )
+from vidnexus.apps.compute import compute_stage_model, discard_output, frame_tensor, keep_element
 from vidnexus.apps.spec import DemoSpec
 from vidnexus.clock import wall_time
 from vidnexus.operators.chain import App, Inferred, Stream
@@ -41,6 +47,8 @@ __all__ = ["app", "QUERIES", "DEMO", "score_pose"]
 
 app = App("dance", slo_ms=300)
 pose = app.model("dance_pose")
+KEYPOINTS_MODEL = compute_stage_model("VNX_DANCE_KEYPOINTS", ("pose",))
+keypoints = app.model(KEYPOINTS_MODEL, decode=discard_output) if KEYPOINTS_MODEL else None
 frames_table = app.table(
     "dance_frames",
     {
@@ -100,8 +108,16 @@ def to_row(r: Inferred) -> dict[str, Any]:
     return row
 
 
+def keypoints_input(f: Frame) -> np.ndarray:
+    from vidnexus.gpu_executor.zoo import ZOO
+
+    return frame_tensor(image_of(f), ZOO[KEYPOINTS_MODEL].input_shape)  # type: ignore[index]
+
+
 @app.chain
 def pipeline(frames: Stream) -> Stream:
+    if keypoints is not None:  # compute only: the frame goes on unchanged
+        frames = frames.infer(keypoints, input=keypoints_input, merge=keep_element)
     return frames.map(crop).infer(pose, input=crop_of).map(to_row).sink(frames_table)
 
 

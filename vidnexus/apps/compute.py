@@ -1,0 +1,65 @@
+"""Optional compute-only DNN stages for the built-in apps.
+
+The seed papers' apps run a large detector or keypoint network on every sampled frame before their
+recognizers (Nexus's traffic query: SSD → car and face recognizers). The models the project can
+ship run with random weights, so they give real compute cost and a real dataflow graph (the
+executor batches them, query analysis measures the fan-out after them, the latency split divides
+the SLO over both stages) but never a recognition: their outputs are discarded, and what the app
+reports still comes from its trained models and classical detectors.
+
+An app turns the stage on from an environment variable naming a zoo model of the right task
+(e.g. ``VNX_TRAFFIC_DETECTOR=ssdlite``, ``VNX_DANCE_KEYPOINTS=keypointrcnn``); it is off by default
+because on a CPU these models cost far more than the rest of the chain (see docs/apps.md).
+
+    >>> compute_stage_model("VNX_EXAMPLE_UNSET", ("detect",), {}) is None
+    True
+    >>> compute_stage_model("X", ("detect",), {"X": "resnet18"})
+    Traceback (most recent call last):
+    ...
+    vidnexus.errors.ConfigError: X=resnet18: a compute-only stage needs a zoo model with task detect; choose one of ssdlite (or unset X)
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from vidnexus.errors import ConfigError
+
+__all__ = ["compute_stage_model", "frame_tensor", "keep_element", "discard_output"]
+
+
+def compute_stage_model(env_var: str, tasks: Sequence[str], environ: Mapping[str, str] | None = None) -> str | None:
+    """The zoo model named by ``env_var`` (None when unset or empty); a clear error when it is not a
+    zoo model of one of ``tasks``."""
+    from vidnexus.gpu_executor.zoo import ZOO
+
+    name = (os.environ if environ is None else environ).get(env_var, "").strip()
+    if not name or name.lower() in ("0", "off", "none", "no"):
+        return None
+    choices = sorted(n for n, e in ZOO.items() if e.task in tasks)
+    if name not in ZOO or ZOO[name].task not in tasks:
+        raise ConfigError(f"{env_var}={name}: a compute-only stage needs a zoo model with task "
+                          f"{'/'.join(tasks)}; choose one of {', '.join(choices)} (or unset {env_var})")
+    return name
+
+
+def frame_tensor(image_bgr: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:
+    """A frame as the model's input: resized to ``shape`` (C, H, W), RGB, float32 in [0, 1]."""
+    import cv2
+
+    _, h, w = shape
+    small = cv2.resize(image_bgr, (w, h), interpolation=cv2.INTER_AREA)
+    return np.ascontiguousarray(small[:, :, ::-1].transpose(2, 0, 1), dtype=np.float32) / 255.0
+
+
+def keep_element(element: Any, _output: Any) -> Any:
+    """``infer(merge=…)`` for a compute-only stage: the element goes on unchanged."""
+    return element
+
+
+def discard_output(_output: Any) -> None:
+    """``decode`` for a compute-only stage: nothing of a random-weight model's output is kept."""
+    return None
