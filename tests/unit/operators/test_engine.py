@@ -85,6 +85,44 @@ def test_dropped_requests_are_accounted_per_frame():
     assert o.status == "partial" and o.reasons == {"deadline": 1} and len(o.rows["objs"]) == 3
 
 
+def test_a_frame_already_past_its_deadline_is_dropped_late_without_dnn_requests():
+    from vidnexus.clock import wall_time
+
+    backend = ScriptedBackend()
+    eng = ChainEngine(two_stage_app(), backend)  # SLO 1 s
+    stale = frame_factory("c1", 3, ingest_ts=wall_time() - 1.5)
+    fresh = frame_factory("c1", 4)
+    o_stale, o_fresh = run(eng, [stale, fresh])
+    assert o_stale.status == "dropped" and o_stale.reasons == {"late": 1} and o_stale.rows == {}
+    assert o_stale.latency_ms >= 1500
+    assert o_fresh.status == "ok" and len(o_fresh.rows["objs"]) == 4
+    assert backend.calls["det"] == 1  # only the fresh frame reached the backend
+
+
+def test_requests_whose_deadline_passed_in_the_cpu_steps_are_not_sent():
+    import time
+
+    app = App("slow", slo_ms=50)
+    app.model("m")
+    app.table("t", {"v": "String"})
+    app.chain(lambda s: s.map(lambda f: time.sleep(0.08) or f.frame_no).infer("m", merge=lambda v, o: {"v": o})
+              .sink("t"))
+    backend = ScriptedBackend()
+    o = run(ChainEngine(app, backend), [frame_factory("c1", 1)])[0]
+    assert o.status == "dropped" and o.reasons == {"late": 1}
+    assert backend.calls["m"] == 0
+
+
+def test_an_app_without_dnn_steps_still_writes_late_rows():
+    from vidnexus.clock import wall_time
+
+    app = App("cpu", slo_ms=10)
+    app.table("t", {"v": "Int64"})
+    app.chain(lambda s: s.map(lambda f: {"v": f.frame_no}).sink("t"))
+    o = run(ChainEngine(app, ScriptedBackend()), [frame_factory("c1", 7, ingest_ts=wall_time() - 5)])[0]
+    assert o.status == "ok" and o.rows["t"] == [("c1", 7, 0, 7)]
+
+
 def test_user_step_errors_become_drops_that_name_the_step():
     app = App("e", slo_ms=100)
     app.table("t", {"v": "Int64"})
