@@ -22,13 +22,13 @@ because on a CPU these models cost far more than the rest of the chain (see docs
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from vidnexus.errors import ConfigError
 
-__all__ = ["compute_stage_model", "frame_tensor", "keep_element", "discard_output"]
+__all__ = ["compute_stage_model", "frame_input", "frame_tensor", "keep_element", "discard_output"]
 
 
 def compute_stage_model(env_var: str, tasks: Sequence[str], environ: Mapping[str, str] | None = None) -> str | None:
@@ -53,6 +53,16 @@ def frame_tensor(image_bgr: np.ndarray, shape: tuple[int, int, int]) -> np.ndarr
     _, h, w = shape
     small = cv2.resize(image_bgr, (w, h), interpolation=cv2.INTER_AREA)
     return np.ascontiguousarray(small[:, :, ::-1].transpose(2, 0, 1), dtype=np.float32) / 255.0
+
+
+def frame_input(model: str) -> Callable[[Any], np.ndarray]:
+    """``infer(input=…)`` for a compute-only stage on whole frames: the frame as ``model``'s zoo input
+    (shape looked up once, here)."""
+    from vidnexus.gpu_executor.zoo import ZOO
+    from vidnexus.streams.frame import image_of
+
+    shape = ZOO[model].input_shape
+    return lambda f: frame_tensor(image_of(f), shape)
 
 
 def keep_element(element: Any, _output: Any) -> Any:

@@ -39,18 +39,16 @@ def measure(app_name: str, n: int, seconds: float, fps: float, bootstrap: str, u
         feed(d, frames).join()
         where = f"stream LIKE '{tag}-%'"
         wait_frames(d, app.name, where, len(frames), 600)
+        rows = f"FROM vnx_frames FINAL WHERE app = '{app.name}' AND {where}"
         q = d.store.query
-        status = dict(q(f"SELECT status, count() FROM vnx_frames FINAL WHERE app = '{app.name}' AND {where} "
-                        "GROUP BY status").rows)
-        p50, p99 = q(f"SELECT quantile(0.5)(latency_ms), quantile(0.99)(latency_ms) FROM vnx_frames FINAL "
-                     f"WHERE app = '{app.name}' AND {where} AND status = 'ok'").rows[0]
-        reasons = q(f"SELECT reasons, count() FROM vnx_frames FINAL WHERE app = '{app.name}' AND {where} "
-                    "AND status != 'ok' GROUP BY reasons ORDER BY count() DESC LIMIT 5").rows
+        status = dict(q(f"SELECT status, count() {rows} GROUP BY status").rows)
+        p50, p99, in_slo = q(f"SELECT quantileIf(0.5)(latency_ms, status = 'ok'), quantileIf(0.99)(latency_ms, "
+                             f"status = 'ok'), countIf(status = 'ok' AND latency_ms <= {app.slo_ms}) {rows}").rows[0]
+        reasons = q(f"SELECT reasons, count() {rows} AND status != 'ok' GROUP BY reasons ORDER BY count() DESC "
+                    "LIMIT 5").rows
         return {"streams": len(sources), "frames": len(frames), "status": status,
                 "ok_pct": round(100 * status.get("ok", 0) / len(frames), 1),
-                "ok_within_slo_pct": round(100 * q(
-                    f"SELECT countIf(status = 'ok' AND latency_ms <= {app.slo_ms}) FROM vnx_frames FINAL "
-                    f"WHERE app = '{app.name}' AND {where}").scalar() / len(frames), 1),
+                "ok_within_slo_pct": round(100 * in_slo / len(frames), 1),
                 "p50_ms": round(float(p50 or 0), 1), "p99_ms": round(float(p99 or 0), 1),
                 "drop_reasons": [list(r) for r in reasons], "wall_s": round(time.monotonic() - t0, 1)}
     finally:
@@ -68,9 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fps", type=float, default=5.0, help="sampled frames per second per stream")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
-    s = load_settings()
     from vidnexus.demo import demo_spec
 
+    s = load_settings()
     slo = demo_spec(a.app)[1].slo_ms
     results = []
     for n in a.streams:

@@ -37,7 +37,7 @@ from vidnexus.apps.dance.render import (
     pose_similarity,
     reference_angles,
 )
-from vidnexus.apps.compute import compute_stage_model, discard_output, frame_tensor, keep_element
+from vidnexus.apps.compute import compute_stage_model, discard_output, frame_input, keep_element
 from vidnexus.apps.spec import DemoSpec
 from vidnexus.clock import wall_time
 from vidnexus.operators.chain import App, Inferred, Stream
@@ -108,16 +108,10 @@ def to_row(r: Inferred) -> dict[str, Any]:
     return row
 
 
-def keypoints_input(f: Frame) -> np.ndarray:
-    from vidnexus.gpu_executor.zoo import ZOO
-
-    return frame_tensor(image_of(f), ZOO[KEYPOINTS_MODEL].input_shape)  # type: ignore[index]
-
-
 @app.chain
 def pipeline(frames: Stream) -> Stream:
     if keypoints is not None:  # compute only: the frame goes on unchanged
-        frames = frames.infer(keypoints, input=keypoints_input, merge=keep_element)
+        frames = frames.infer(keypoints, input=frame_input(KEYPOINTS_MODEL), merge=keep_element)
     return frames.map(crop).infer(pose, input=crop_of).map(to_row).sink(frames_table)
 
 

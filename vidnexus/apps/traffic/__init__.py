@@ -32,7 +32,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from vidnexus.apps.compute import compute_stage_model, discard_output, frame_tensor, keep_element
+from vidnexus.apps.compute import compute_stage_model, discard_output, frame_input, keep_element
 from vidnexus.apps.spec import DemoSpec
 from vidnexus.apps.traffic.models import COLOUR_NAMES, crop_input
 from vidnexus.apps.traffic.render import parse_cars
@@ -119,16 +119,10 @@ def to_row(r: Inferred) -> dict[str, Any]:
             "truth_entered": int(s.frame.tags.get("entered", -1)), "latency_ms": (wall_time() - s.frame.ingest_ts) * 1000}
 
 
-def detector_input(f: Frame) -> np.ndarray:
-    from vidnexus.gpu_executor.zoo import ZOO
-
-    return frame_tensor(image_of(f), ZOO[DETECTOR].input_shape)  # type: ignore[index]
-
-
 @app.chain
 def pipeline(frames: Stream) -> Stream:
     if detector is not None:  # compute only: the frame goes on unchanged
-        frames = frames.infer(detector, input=detector_input, merge=keep_element)
+        frames = frames.infer(detector, input=frame_input(DETECTOR), merge=keep_element)
     return frames.map(track).flat_map(sightings).infer(colours, input=crop_of).map(to_row).sink(objects)
 
 
@@ -167,28 +161,29 @@ def _sources(n: int, seconds: float, fps: float) -> list[tuple[str, Any]]:
     return out
 
 
-def _real_video() -> Any:
-    """The shared real footage (``../shared/data/real`` next to the checkout), or None."""
+def _beside_checkout(relative: str) -> Any:
+    """``relative`` under the cwd or a parent of this package (the checkout, or the folder that
+    holds it and ``shared/``), or None."""
     from pathlib import Path
 
     for base in (Path.cwd(), *Path(__file__).resolve().parents):
-        p = base.parent / "shared" / "data" / "real" / REAL_VIDEO
-        if p.exists():
-            return p
+        if (base / relative).exists():
+            return (base / relative).resolve()
     return None
+
+
+def _real_video() -> Any:
+    """The shared real footage (``../shared/data/real`` next to the checkout), or None."""
+    return _beside_checkout(f"../shared/data/real/{REAL_VIDEO}")
 
 
 def _hand_events(video: Any) -> list[tuple[float, float, str]]:
     """The hand-counted passages of the real video (``tests/data/hand_counts.json`` in the checkout
     beside it), or [] when that file is not there."""
     import json
-    from pathlib import Path
 
-    for base in (Path.cwd(), *Path(__file__).resolve().parents):
-        p = base / "tests" / "data" / "hand_counts.json"
-        if p.exists():
-            return [tuple(e) for e in json.loads(p.read_text()).get(video.name, {}).get("events", [])]
-    return []
+    p = _beside_checkout("tests/data/hand_counts.json")
+    return [] if p is None else [tuple(e) for e in json.loads(p.read_text()).get(video.name, {}).get("events", [])]
 
 
 class _FileSource:
