@@ -198,11 +198,17 @@ class _FileSource:
 
         from vidnexus.streams.sources import AvSource
 
-        for raw in AvSource(f"file://{self.path}").frames():
-            if raw.pts > self.seconds:
-                return
-            truth = {"entered": sum(1 for start, _, _ in self.events if start <= raw.pts)} if self.events else {}
-            yield replace(raw, truth=truth)
+        frames = AvSource(f"file://{self.path}").frames()
+        try:
+            for raw in frames:
+                if raw.pts > self.seconds:
+                    return
+                truth = {"entered": sum(1 for start, _, _ in self.events if start <= raw.pts)} if self.events else {}
+                yield replace(raw, truth=truth)
+        finally:
+            # Close the decoder now, in this thread: left to the garbage collector at interpreter
+            # exit, FFmpeg's decode threads abort the process ("terminate called ...").
+            frames.close()
 
 
 def _prepare(settings: Any) -> dict[str, Any]:
