@@ -492,12 +492,16 @@ def worker(
     split: list[str] = typer.Option([], help="MODEL=MS: pin a stage SLO (default: the app's SLO split evenly "
                                                 "over its DNN depth, then the scheduler's latency split)."),
     log_level: str = typer.Option("warning", help="faust log level."),
+    stall_restart: float = typer.Option(30.0, min=0.0, help="Restart the worker process (same pid) when frames "
+                                        "wait on its partitions and none reached it for this many seconds "
+                                        "with none in flight (a stalled consumer); 0 disables."),
 ) -> None:
     """Run an app's operator chain as a faust-streaming worker over Kafka (distributed mode).
 
     Consumes <prefix>.frames in consumer group <prefix>-app-<APP> (start more workers to share
     the partitions), calls the executors over Kafka, publishes rows to <prefix>.rows for
-    `vidnexus sink`, and reports the app's DNN graph and fan-out to <prefix>.apps."""
+    `vidnexus sink`, and reports the app's DNN graph and fan-out to <prefix>.apps. A stalled
+    consumer is restarted in place (see --stall-restart); frames resume from the last commit."""
     from vidnexus.operators.chain import load_app
     from vidnexus.operators.faust_runtime import run_worker
 
@@ -517,8 +521,17 @@ def worker(
                                 f"({', '.join(the_app.models)})")
     err_console.print(f"worker: app {the_app.name}, chain of {len(the_app.steps())} steps, "
                       f"models {', '.join(the_app.models) or 'none'}")
+
+    def restart(reason: str) -> None:
+        import os
+
+        err_console.print(f"worker: stalled ({reason}); restarting")
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, "-m", "vidnexus", *sys.argv[1:]])
+
     run_worker(the_app, settings, concurrency=concurrency, partitions=partitions, split=stage or None,
-               loglevel=log_level, on_ready=lambda: err_console.print(f"worker: app {the_app.name} started"))
+               loglevel=log_level, on_ready=lambda: err_console.print(f"worker: app {the_app.name} started"),
+               stall_s=stall_restart, on_stall=restart)
 
 
 @app.command()

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from vidnexus.benchmarks.machine import machine_info
-from vidnexus.benchmarks.openloop import best_of, drive, good_fraction, probe_goodput, probe_seconds, warm_up
+from vidnexus.benchmarks.openloop import FULL_LIMITS, QUICK_LIMITS, best_of, drive, good_fraction, probe_goodput, probe_seconds, warm_up
 
 __all__ = ["run"]
 
@@ -33,6 +33,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     ks = (2, 4) if quick else (1, 2, 3, 4)
     duration = 2.0 if quick else 6.0
     min_requests = 100 if quick else 300  # per probe (see probe_seconds); quick only checks the harness
+    limits = QUICK_LIMITS if quick else FULL_LIMITS
     results = []
     table = Table("models", "duty cycle req/s", "free threads req/s", "ratio", title=f"multiplexing (SLO {slo * 1000:.0f} ms)")
     for k in ks:
@@ -43,7 +44,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         row: dict[str, Any] = {"models": k}
         for mode in ("duty_cycle", "free_threads"):
             def frac(rate: float, mode: str = mode) -> float:
-                trace = merge(*[arrivals("poisson", rate / k, probe_seconds(rate, duration, min_requests), f"s-{m}", seed=i)
+                trace = merge(*[arrivals("poisson", rate / k, probe_seconds(rate, duration, min_requests, limits["probe_max_s"]), f"s-{m}", seed=i)
                                 for i, m in enumerate(models)])
                 if mode == "duty_cycle":
                     exs = {"all": Executor([SessionSpec(f"s-{m}", m, slo) for m in models], runners,
@@ -62,7 +63,8 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
                         e.stop()
                 return good_fraction(res, slo)
 
-            g = probe_goodput(lambda r, frac=frac: best_of(2, lambda: frac(r)), 0.05 * t_sat, 1.5 * t_sat, tol=0.08 if quick else 0.03)
+            g = probe_goodput(lambda r, frac=frac: best_of(2, lambda: frac(r)), 0.05 * t_sat, 1.5 * t_sat, tol=0.08 if quick else 0.03,
+                              target=limits["target"], budget_s=limits["search_budget_s"])
             row[f"goodput_{mode}"] = round(g, 1)
             console.print(f"  {k} models, {mode:12s}: goodput {g:.0f} req/s")
         row["ratio"] = round(row["goodput_duty_cycle"] / row["goodput_free_threads"], 3) if row["goodput_free_threads"] else None
@@ -70,10 +72,13 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         table.add_row(str(k), f"{row['goodput_duty_cycle']:.0f}", f"{row['goodput_free_threads']:.0f}", str(row["ratio"]))
     console.print(table)
     ratios = [r["ratio"] for r in results if r["ratio"]]
+    if not ratios:
+        raise RuntimeError(f"no duty-cycle/free-threads ratio: a goodput search found no rate meeting {limits['target']:.0%} "
+                           f"within the SLO ({results}); is the machine busy?")
     summary = {"duty_cycle_over_threads_min": min(ratios), "duty_cycle_over_threads_max": max(ratios)}
     console.print(f"summary: {summary}  ({time.perf_counter() - t_start:.0f} s)")
     return {"name": "multiplex", "machine": machine_info(),
             "config": {"quick": quick, "model": "resnet18 (64x64 input), separate weights per model",
-                       "slo_ms": round(slo * 1000, 1), "probe_seconds": duration, "min_requests_per_probe": min_requests, "runs_per_probe_best_of": 2, "ks": list(ks), "torch_threads": 2,
+                       "slo_ms": round(slo * 1000, 1), "probe_seconds": duration, "min_requests_per_probe": min_requests, "runs_per_probe_best_of": 2, **limits, "ks": list(ks), "torch_threads": 2,
                        "profile": prof.to_dict()},
             "results": results, "summary": summary}

@@ -8,7 +8,7 @@ import time
 from typing import Any, Callable
 
 from vidnexus.benchmarks.machine import machine_info
-from vidnexus.benchmarks.openloop import best_of, drive, good_fraction, probe_goodput, probe_seconds, warm_up
+from vidnexus.benchmarks.openloop import FULL_LIMITS, QUICK_LIMITS, best_of, drive, good_fraction, probe_goodput, probe_seconds, warm_up
 
 __all__ = ["run"]
 
@@ -65,6 +65,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     ks = (1, 8) if quick else (1, 4, 8, 16)
     duration = 2.0 if quick else 6.0
     min_requests = 100 if quick else 300  # per probe (see probe_seconds); quick only checks the harness
+    limits = QUICK_LIMITS if quick else FULL_LIMITS
     t_sat = prof.throughput(max(1, prof.max_batch_within(slo / 2)))
     results = []
     table = Table("k", "prefix batching", "goodput req/s", "param MiB", title=f"prefix batching (SLO {slo * 1000:.0f} ms)")
@@ -74,13 +75,14 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
             make, names, mem = _system(k, prefix, prof, slo)
 
             def frac(rate: float, make: Callable[[], Any] = make, names: list[str] = names) -> float:
-                secs = probe_seconds(rate, duration, min_requests)
+                secs = probe_seconds(rate, duration, min_requests, limits["probe_max_s"])
                 trace = merge(*[arrivals("poisson", rate / k, secs, f"s-{n}", seed=i) for i, n in enumerate(names)])
                 with make() as ex:
                     res = drive(trace, lambda a: ex.submit(a.session_id, x))
                 return good_fraction(res, slo)
 
-            g = probe_goodput(lambda r, frac=frac: best_of(2, lambda: frac(r)), 0.05 * t_sat, 1.5 * t_sat, tol=0.08 if quick else 0.03)
+            g = probe_goodput(lambda r, frac=frac: best_of(2, lambda: frac(r)), 0.05 * t_sat, 1.5 * t_sat, tol=0.08 if quick else 0.03,
+                              target=limits["target"], budget_s=limits["search_budget_s"])
             key = "pb" if prefix else "no_pb"
             row[f"goodput_{key}"] = round(g, 1)
             row[f"param_mib_{key}"] = round(mem / 2**20, 2)
@@ -91,10 +93,13 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         results.append(row)
     console.print(table)
     k8 = next(r for r in results if r["k"] == 8)
+    if not k8["goodput_ratio"]:
+        raise RuntimeError(f"no goodput ratio at k=8: a goodput search found no rate meeting {limits['target']:.0%} "
+                           f"within the SLO ({k8}); is the machine busy?")
     summary = {"goodput_ratio_k8": k8["goodput_ratio"], "memory_ratio_k8": k8["memory_ratio"]}
     console.print(f"summary: {summary}  ({time.perf_counter() - t_start:.0f} s)")
     return {"name": "prefix", "machine": machine_info(),
             "config": {"quick": quick, "model": "resnet18 trunk + Linear(512,10) heads", "input": list(SHAPE),
-                       "slo_ms": round(slo * 1000, 1), "probe_seconds": duration, "min_requests_per_probe": min_requests, "runs_per_probe_best_of": 2, "ks": list(ks),
+                       "slo_ms": round(slo * 1000, 1), "probe_seconds": duration, "min_requests_per_probe": min_requests, "runs_per_probe_best_of": 2, **limits, "ks": list(ks),
                        "torch_threads": 2, "profile": prof.to_dict()},
             "results": results, "summary": summary}

@@ -113,6 +113,26 @@ class KafkaBus:
             raise ConnectorError(f"unknown topic {topic!r}; create it first")
         return len(parts)
 
+    def group_lag(self, group: str, topic: str, partitions: Sequence[int]) -> dict[int, int]:
+        """Records of ``topic``'s ``partitions`` that consumer group ``group`` has not committed yet
+        (from the earliest offset where it committed nothing)."""
+        from kafka import TopicPartition
+        from kafka.errors import KafkaError
+
+        tps = [TopicPartition(topic, p) for p in partitions]
+        try:
+            committed = self._admin.list_group_offsets({group: tps}).get(group, {})
+            ends = self._admin.list_partition_offsets({tp: -1 for tp in tps})
+            missing = [tp for tp in tps if tp not in committed or committed[tp].offset < 0]
+            starts = self._admin.list_partition_offsets({tp: -2 for tp in missing}) if missing else {}
+        except KafkaError as e:
+            raise ConnectorError(f"cannot read the lag of group {group!r} on {topic!r}: {e}", retryable=True) from None
+
+        def offset(v: Any) -> int:
+            return int(getattr(v, "offset", v))
+        return {tp.partition: offset(ends[tp]) - (offset(starts[tp]) if tp in starts else committed[tp].offset)
+                for tp in tps}
+
     def publish(
         self,
         topic: str,
@@ -165,21 +185,35 @@ class KafkaBus:
 
 
 class KafkaGroupConsumer:
-    """A kafka-python consumer with manual commits (at-least-once)."""
+    """A kafka-python consumer with manual commits (at-least-once).
+
+    Self-healing: kafka-python 3.0 sometimes loses the reply of its committed-offset fetch, and the
+    consumer then polls forever without a position on its partitions (seen on this 2-core VM in ~1
+    executor start in 10 under load: the executor never read a request). A consumer whose assigned
+    partitions still lack a position after ``stuck_s`` is closed and created again; nothing was
+    read from those partitions, and what was read elsewhere is re-read from the last commit."""
 
     def __init__(
-        self, bus: KafkaBus, topics: list[str], group: str | None, from_beginning: bool
+        self, bus: KafkaBus, topics: list[str], group: str | None, from_beginning: bool, *, stuck_s: float = 15.0
     ) -> None:
+        self._bus, self._topics, self.group, self._from_beginning = bus, topics, group, from_beginning
+        self.stuck_s = stuck_s
+        self._stuck_since: float | None = None
+        self.recreated = 0
+        self._c = self._make()
+
+    def _make(self) -> Any:
         from kafka import KafkaConsumer
         from kafka.errors import KafkaError
 
+        bus, group = self._bus, self.group
         try:
-            self._c = KafkaConsumer(
-                *topics,
+            return KafkaConsumer(
+                *self._topics,
                 group_id=group,
                 client_id=f"vnx-{group or 'reader'}",
                 enable_auto_commit=False,
-                auto_offset_reset="earliest" if from_beginning else "latest",
+                auto_offset_reset="earliest" if self._from_beginning else "latest",
                 # A dead member's partitions move after the session timeout; 6 s is the broker's
                 # default minimum. A rebalance waits at most max_poll_interval for members to rejoin.
                 session_timeout_ms=6_000,
@@ -191,9 +225,38 @@ class KafkaGroupConsumer:
             )
         except (KafkaError, OSError) as e:
             raise _kafka_error("cannot create consumer", bus.bootstrap, e) from None
-        self.group = group
+
+    def _heal(self) -> None:
+        """Recreate the client when its assigned partitions have had no position for ``stuck_s``."""
+        import time
+
+        try:
+            stuck = bool(self._c.assignment()) and not self._c._subscription.has_all_fetch_positions()
+        except Exception:  # the client's internals moved: never fail a poll over the check
+            stuck = False
+        now = time.monotonic()
+        if not stuck:
+            self._stuck_since = None
+            return
+        if self._stuck_since is None:
+            self._stuck_since = now
+            return
+        if now - self._stuck_since < self.stuck_s:
+            return
+        missing = sorted(f"{tp.topic}[{tp.partition}]" for tp in self._c._subscription.missing_fetch_positions())
+        logger.warning("consumer %s: no position on %s for %.0f s (the Kafka client lost an offset fetch); "
+                       "reconnecting", self.group, ", ".join(missing), now - self._stuck_since)
+        try:
+            self._c.close(autocommit=False, timeout_ms=2_000)
+        except Exception as e:
+            logger.warning("consumer %s: closing the stuck client: %s", self.group, e)
+        self._c = self._make()
+        self._stuck_since = None
+        self.recreated += 1
 
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Message]:
+        if self.group is not None:
+            self._heal()
         batches = self._c.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
         out: list[Message] = []
         for tp, records in sorted(batches.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):

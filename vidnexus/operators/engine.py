@@ -378,10 +378,16 @@ class KeyedDispatcher:
     def __init__(self, limit: int) -> None:
         self._sem = asyncio.Semaphore(max(1, limit))
         self._tails: dict[str, asyncio.Task[Any]] = {}
+        self.in_flight = 0  # submitted, not finished (waiting for a slot, its key, or running)
 
     async def submit(self, key: str, make: Any) -> "asyncio.Task[Any]":
         """Wait for a free slot, then start ``make()`` after the key's previous task."""
-        await self._sem.acquire()
+        self.in_flight += 1
+        try:
+            await self._sem.acquire()
+        except BaseException:
+            self.in_flight -= 1
+            raise
         prev = self._tails.get(key)
 
         async def run() -> Any:
@@ -391,6 +397,7 @@ class KeyedDispatcher:
                 return await make()
             finally:
                 self._sem.release()
+                self.in_flight -= 1
 
         task = asyncio.create_task(run())
         self._tails[key] = task

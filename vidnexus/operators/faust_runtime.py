@@ -22,6 +22,7 @@ import socket
 import threading
 from typing import Any
 
+from vidnexus.clock import MonotonicClock
 from vidnexus.config import Settings
 from vidnexus.errors import CodecError
 from vidnexus.operators.chain import App
@@ -31,7 +32,7 @@ from vidnexus.operators.rows import encode_rows
 from vidnexus.streams.frame import decode_frame
 
 __all__ = ["run_worker", "rows_topic", "frames_topic", "apps_topic", "worker_group", "app_report", "outcome_message",
-           "split_to_adopt"]
+           "split_to_adopt", "stall_suspected", "stalled"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,10 +92,28 @@ def outcome_message(app: App, o: FrameOutcome, schemas: dict[str, TableSchema] |
     return encode_rows(o.all_rows(app.name), schemas if schemas is not None else app_schemas(app))
 
 
+def stall_suspected(now: float, last_delivery: float, in_flight: int, stall_s: float) -> bool:
+    """Pure: nothing reached the agent for ``stall_s`` and nothing is in flight (a busy worker whose
+    frames all wait on executors is not stalled). Then the lag is worth reading (:func:`stalled`)."""
+    return stall_s > 0 and in_flight == 0 and now - last_delivery >= stall_s
+
+
+def stalled(lag: dict[int, int]) -> bool:
+    """Pure: with a stall suspected, frames waiting on this worker's partitions mean its consumer
+    stopped delivering them (seen on this 2-core VM: faust fetched a partition's records and never
+    handed them to the agent, ~1 start in 15)."""
+    return any(n > 0 for n in lag.values())
+
+
 def run_worker(app: App, settings: Settings, *, concurrency: int = 32, partitions: int = 8,
                split: dict[str, float] | None = None, loglevel: str = "warning",
-               on_ready: Any = None) -> None:
-    """Run ``app`` as a faust worker until SIGTERM/SIGINT (blocking)."""
+               on_ready: Any = None, stall_s: float = 0.0, on_stall: Any = None) -> None:
+    """Run ``app`` as a faust worker until SIGTERM/SIGINT (blocking).
+
+    ``stall_s`` > 0 arms a watchdog: when no frame reached the agent for that long, none is in
+    flight, and the group still has uncommitted frames on this worker's partitions, ``on_stall``
+    is called with the reason (the CLI restarts the process; frames are then re-read from the last
+    commit, and the tables count them once)."""
     import faust
 
     from vidnexus.connectors.bus import open_bus
@@ -138,6 +157,12 @@ def run_worker(app: App, settings: Settings, *, concurrency: int = 32, partition
     out = fapp.topic(rows_topic(settings), value_serializer="raw", key_serializer="raw")
     dead = fapp.topic(settings.topic("dead.frames"), value_serializer="raw", key_serializer="raw")
     disp = KeyedDispatcher(concurrency)
+    clock = MonotonicClock()
+    delivery = [clock.now()]  # when a frame last reached the agent (or the worker became ready)
+    # Fault injection for the watchdog's test: this process (not a restarted one: the variable is
+    # removed from the environment) takes frames from faust and drops them unacknowledged, as the
+    # stalled consumer did.
+    swallow = os.environ.pop("VNX_FAULT_SWALLOW_FRAMES", "") == "1"
 
     acks: set[Any] = set()
 
@@ -171,12 +196,40 @@ def run_worker(app: App, settings: Settings, *, concurrency: int = 32, partition
     @fapp.agent(src, name=f"chain-{app.name}")
     async def chain(stream: Any) -> None:
         async for event in stream.noack().events():
+            if swallow:
+                continue
+            delivery[0] = clock.now()
             key = event.key.decode("utf-8", "replace") if isinstance(event.key, bytes) else str(event.key)
             if not engine.ordered:  # no window in the chain: frames of a stream need not wait for each other
                 key = f"{key}@{event.message.partition}:{event.message.offset}"
             await disp.submit(key, lambda ev=event: handle(stream, ev))
 
     worker_id = f"{socket.gethostname()}-{os.getpid()}"
+
+    if stall_s > 0:
+        @fapp.timer(interval=min(5.0, stall_s / 2))
+        async def watchdog() -> None:
+            if not stall_suspected(clock.now(), delivery[0], disp.in_flight, stall_s):
+                return
+            topic = frames_topic(settings)
+            mine = sorted(tp.partition for tp in fapp.consumer.assignment() if tp.topic == topic)
+            if not mine:
+                return
+            try:
+                lag = await asyncio.get_running_loop().run_in_executor(
+                    None, bus.group_lag, worker_group(settings, app), topic, mine)
+            except Exception as e:
+                logger.warning("watchdog: cannot read the group's lag: %s", e)
+                return
+            if stalled(lag) and disp.in_flight == 0 and clock.now() - delivery[0] >= stall_s:
+                waiting = {p: n for p, n in lag.items() if n > 0}
+                reason = (f"{sum(waiting.values())} frames wait on partitions {sorted(waiting)} of {topic} and "
+                          f"none reached the worker for {clock.now() - delivery[0]:.0f} s")
+                logger.error("worker stalled: %s", reason)
+                if on_stall is not None:
+                    on_stall(reason)
+                else:
+                    delivery[0] = clock.now()  # no handler: report again after another stall_s
 
     @fapp.timer(interval=5.0)
     async def report() -> None:
@@ -190,6 +243,7 @@ def run_worker(app: App, settings: Settings, *, concurrency: int = 32, partition
     if on_ready is not None:
         @fapp.task
         async def started() -> None:
+            delivery[0] = clock.now()
             on_ready()
 
     worker = faust.Worker(fapp, loglevel=loglevel, quiet=True, redirect_stdouts=False)

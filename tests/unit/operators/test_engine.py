@@ -189,12 +189,14 @@ def test_keyed_dispatcher_keeps_per_key_order_and_overlaps_keys():
         await asyncio.sleep(0)
         await asyncio.sleep(0)
         started = [e for e in log if e[0] == "start"]
+        in_flight = d.in_flight
         gates["a"].set()
         gates["b"].set()
         await d.drain()
-        return started
+        return started, in_flight, d.in_flight
 
-    started = asyncio.run(go())
+    started, in_flight, after = asyncio.run(go())
+    assert (in_flight, after) == (4, 0)  # the watchdog reads it: queued and running count until done
     assert started == [("start", "a", 0), ("start", "b", 0)]   # both keys run, second of each waits
     for k in ("a", "b"):
         assert log.index(("end", k, 0)) < log.index(("start", k, 1))
