@@ -189,9 +189,10 @@ class KafkaGroupConsumer:
 
     Self-healing: kafka-python 3.0 sometimes loses the reply of its committed-offset fetch, and the
     consumer then polls forever without a position on its partitions (seen on this 2-core VM in ~1
-    executor start in 10 under load: the executor never read a request). A consumer whose assigned
-    partitions still lack a position after ``stuck_s`` is closed and created again; nothing was
-    read from those partitions, and what was read elsewhere is re-read from the last commit."""
+    executor start in 10 under load: the executor never read a request), or a group request (a sink
+    that never joined: its group stayed empty). A consumer whose assigned partitions lack a position
+    for ``stuck_s``, or that has no partitions for ``stuck_s`` while the broker does not list it as
+    a member, is closed and created again; it re-reads from the last commit (at-least-once)."""
 
     def __init__(
         self, bus: KafkaBus, topics: list[str], group: str | None, from_beginning: bool, *, stuck_s: float = 15.0
@@ -199,6 +200,7 @@ class KafkaGroupConsumer:
         self._bus, self._topics, self.group, self._from_beginning = bus, topics, group, from_beginning
         self.stuck_s = stuck_s
         self._stuck_since: float | None = None
+        self._checked = float("-inf")
         self.recreated = 0
         self._c = self._make()
 
@@ -227,25 +229,31 @@ class KafkaGroupConsumer:
             raise _kafka_error("cannot create consumer", bus.bootstrap, e) from None
 
     def _heal(self) -> None:
-        """Recreate the client when its assigned partitions have had no position for ``stuck_s``."""
+        """Recreate the client when it has been stuck for ``stuck_s``: assigned partitions without a
+        position, or no partitions while the broker does not list it as a member of its group."""
         import time
 
         try:
-            stuck = bool(self._c.assignment()) and not self._c._subscription.has_all_fetch_positions()
+            assigned = bool(self._c.assignment())
+            positioned = self._c._subscription.has_all_fetch_positions()
         except Exception:  # the client's internals moved: never fail a poll over the check
-            stuck = False
+            return
         now = time.monotonic()
-        if not stuck:
+        if assigned and positioned:
             self._stuck_since = None
             return
         if self._stuck_since is None:
             self._stuck_since = now
+        if now - self._stuck_since < self.stuck_s or now - self._checked < self.stuck_s:
             return
-        if now - self._stuck_since < self.stuck_s:
-            return
-        missing = sorted(f"{tp.topic}[{tp.partition}]" for tp in self._c._subscription.missing_fetch_positions())
-        logger.warning("consumer %s: no position on %s for %.0f s (the Kafka client lost an offset fetch); "
-                       "reconnecting", self.group, ", ".join(missing), now - self._stuck_since)
+        self._checked = now
+        if assigned:
+            why = "no position on its partitions (the Kafka client lost an offset fetch)"
+        elif self._is_member():
+            return  # a member with no partitions (more members than partitions): fine
+        else:
+            why = "no partitions and not a member of its group (the Kafka client lost a group request)"
+        logger.warning("consumer %s: %s for %.0f s; reconnecting", self.group, why, now - self._stuck_since)
         try:
             self._c.close(autocommit=False, timeout_ms=2_000)
         except Exception as e:
@@ -253,6 +261,15 @@ class KafkaGroupConsumer:
         self._c = self._make()
         self._stuck_since = None
         self.recreated += 1
+
+    def _is_member(self) -> bool:
+        """Whether the broker lists this client in its group (True when that cannot be read)."""
+        try:
+            me = self._c._coordinator._generation.member_id
+            members = self._bus._admin.describe_groups([self.group])[self.group]["members"]
+            return any(m["member_id"] == me for m in members)
+        except Exception:
+            return True
 
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Message]:
         if self.group is not None:

@@ -1,5 +1,6 @@
 """KafkaGroupConsumer recreates a client whose assigned partitions never get a fetch position (the
-kafka-python 3.0 lost offset-fetch reply), and leaves healthy or idle clients alone."""
+kafka-python 3.0 lost offset-fetch reply) or that has no partitions and is not a member of its
+group (a lost group request), and leaves healthy clients and members without partitions alone."""
 
 import time
 
@@ -20,8 +21,9 @@ class FakeSubscription:
 
 
 class FakeClient:
-    def __init__(self, assigned: bool, positioned: bool) -> None:
+    def __init__(self, assigned: bool, positioned: bool, member_id: str = "m-1") -> None:
         self._subscription = FakeSubscription(positioned)
+        self._coordinator = type("Coord", (), {"_generation": type("Gen", (), {"member_id": member_id})()})()
         self._assigned = assigned
         self.closed = False
 
@@ -42,10 +44,21 @@ def clock(monkeypatch):
     return now
 
 
-def consumer(monkeypatch, clients):
+class FakeAdmin:
+    def __init__(self, members: list[str]) -> None:
+        self.members = members
+        self.calls = 0
+
+    def describe_groups(self, groups):
+        self.calls += 1
+        return {g: {"members": [{"member_id": m} for m in self.members]} for g in groups}
+
+
+def consumer(monkeypatch, clients, members=("m-1",)):
     made = iter(clients)
     monkeypatch.setattr(KafkaGroupConsumer, "_make", lambda self: next(made))
-    return KafkaGroupConsumer(object(), ["t"], "g", True, stuck_s=15.0)
+    bus = type("Bus", (), {"_admin": FakeAdmin(list(members))})()
+    return KafkaGroupConsumer(bus, ["t"], "g", True, stuck_s=15.0)
 
 
 def test_a_client_without_positions_past_the_window_is_recreated(monkeypatch, clock):
@@ -63,10 +76,23 @@ def test_a_client_without_positions_past_the_window_is_recreated(monkeypatch, cl
     assert c.recreated == 1  # the new client has its positions
 
 
-def test_idle_or_healthy_clients_are_left_alone(monkeypatch, clock):
-    for client in (FakeClient(False, False), FakeClient(True, True)):  # no partitions (more members than
-        c = consumer(monkeypatch, [client])                              # partitions), or all positioned
-        for t in (0.0, 20.0, 40.0):
+def test_healthy_clients_and_members_without_partitions_are_left_alone(monkeypatch, clock):
+    for client in (FakeClient(True, True), FakeClient(False, False, member_id="m-1")):
+        c = consumer(monkeypatch, [client], members=["m-0", "m-1"])
+        for t in (0.0, 20.0, 40.0, 60.0):
             clock[0] = t
             c.poll(0.05)
         assert c._c is client and c.recreated == 0
+    assert c._bus._admin.calls <= 3  # the broker is asked at most once per window
+
+
+def test_a_client_that_is_not_a_member_of_its_group_is_recreated(monkeypatch, clock):
+    lost, fresh = FakeClient(False, False, member_id=""), FakeClient(True, True)
+    c = consumer(monkeypatch, [lost, fresh], members=[])  # the group stayed empty
+    for t in (0.0, 10.0):
+        clock[0] = t
+        c.poll(0.05)
+    assert c._c is lost
+    clock[0] = 16.0
+    c.poll(0.05)
+    assert c._c is fresh and lost.closed and c.recreated == 1
