@@ -100,8 +100,8 @@ def stall_suspected(now: float, last_delivery: float, in_flight: int, stall_s: f
 
 def stalled(lag: dict[int, int]) -> bool:
     """Pure: with a stall suspected, frames waiting on this worker's partitions mean its consumer
-    stopped delivering them (seen on this 2-core VM: faust fetched a partition's records and never
-    handed them to the agent, ~1 start in 15)."""
+    stopped delivering them (a safety net: faust's consumer runs in a thread of its own, and a lost
+    hand-over there would otherwise stop the app silently)."""
     return any(n > 0 for n in lag.values())
 
 
