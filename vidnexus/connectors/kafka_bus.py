@@ -185,39 +185,21 @@ class KafkaBus:
 
 
 class KafkaGroupConsumer:
-    """A kafka-python consumer with manual commits (at-least-once).
-
-    Self-healing: kafka-python 3.0 sometimes loses the reply of its committed-offset fetch, and the
-    consumer then polls forever without a position on its partitions (seen on this 2-core VM in ~1
-    executor start in 10 under load: the executor never read a request), or a group request (a sink
-    that never joined: its group stayed empty). A consumer whose assigned partitions lack a position
-    for ``stuck_s``, or that has no partitions for ``stuck_s`` while the broker does not list it as
-    a member, is closed and created again; it re-reads from the last commit (at-least-once)."""
+    """A kafka-python consumer with manual commits (at-least-once)."""
 
     def __init__(
-        self, bus: KafkaBus, topics: list[str], group: str | None, from_beginning: bool, *, stuck_s: float = 15.0
+        self, bus: KafkaBus, topics: list[str], group: str | None, from_beginning: bool
     ) -> None:
-        self._bus, self._topics, self.group, self._from_beginning = bus, topics, group, from_beginning
-        self.stuck_s = stuck_s
-        self._stuck_since: float | None = None
-        self._checked = float("-inf")
-        self._stuck_polls = 0
-        self.recreated = 0
-        self._c = self._make()
-
-    def _make(self) -> Any:
-        import time
-
         from kafka import KafkaConsumer
         from kafka.errors import KafkaError
 
-        bus, group = self._bus, self.group
         try:
-            c = KafkaConsumer(
+            self._c = KafkaConsumer(
+                *topics,
                 group_id=group,
                 client_id=f"vnx-{group or 'reader'}",
                 enable_auto_commit=False,
-                auto_offset_reset="earliest" if self._from_beginning else "latest",
+                auto_offset_reset="earliest" if from_beginning else "latest",
                 # A dead member's partitions move after the session timeout; 6 s is the broker's
                 # default minimum. A rebalance waits at most max_poll_interval for members to rejoin.
                 session_timeout_ms=6_000,
@@ -227,68 +209,11 @@ class KafkaGroupConsumer:
                 max_partition_fetch_bytes=bus.max_message_bytes,
                 **bus._common,
             )
-            # Subscribe once the client knows the topics' partitions: subscribing first, it joins
-            # the group before its metadata has them, gets nothing, and rejoins at once; in that
-            # second join kafka-python 3.0 hangs in ~1 of 6 subscriptions on this VM under load
-            # (4 of 25 in a probe; 0 of 25 with the metadata first).
-            for t in self._topics:
-                for _ in range(100):
-                    if c.partitions_for_topic(t):
-                        break
-                    time.sleep(0.05)
-            c.subscribe(self._topics)
-            return c
         except (KafkaError, OSError) as e:
             raise _kafka_error("cannot create consumer", bus.bootstrap, e) from None
-
-    def _heal(self) -> None:
-        """Recreate the client when it has been stuck for ``stuck_s``: assigned partitions without a
-        position, or no partitions while the broker does not list it as a member of its group."""
-        import time
-
-        try:
-            assigned = bool(self._c.assignment())
-            positioned = self._c._subscription.has_all_fetch_positions()
-        except Exception:  # the client's internals moved: never fail a poll over the check
-            return
-        now = time.monotonic()
-        if assigned and positioned:
-            self._stuck_since, self._stuck_polls = None, 0
-            return
-        if self._stuck_since is None:
-            self._stuck_since = now
-        self._stuck_polls += 1
-        # Judge only a client that kept polling (it joins and fetches inside poll): >= 10 polls.
-        if now - self._stuck_since < self.stuck_s or self._stuck_polls < 10 or now - self._checked < self.stuck_s:
-            return
-        self._checked = now
-        if assigned:
-            why = "no position on its partitions (the Kafka client lost an offset fetch)"
-        elif self._is_member():
-            return  # a member with no partitions (more members than partitions): fine
-        else:
-            why = "no partitions and not a member of its group (the Kafka client lost a group request)"
-        logger.warning("consumer %s: %s for %.0f s; reconnecting", self.group, why, now - self._stuck_since)
-        try:
-            self._c.close(autocommit=False, timeout_ms=2_000)
-        except Exception as e:
-            logger.warning("consumer %s: closing the stuck client: %s", self.group, e)
-        self._c = self._make()
-        self._stuck_since, self._stuck_polls = None, 0
-        self.recreated += 1
-
-    def _is_member(self) -> bool:
-        """Whether the broker lists this client in its group (True when that cannot be read)."""
-        try:
-            me = self._c._coordinator._generation.member_id
-            members = self._bus._admin.describe_groups([self.group])[self.group]["members"]
-            return any(m["member_id"] == me for m in members)
-        except Exception:
-            return True
+        self.group = group
 
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Message]:
-        if self.group is not None:
-            self._heal()
         batches = self._c.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
         out: list[Message] = []
         for tp, records in sorted(batches.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
@@ -307,7 +232,7 @@ class KafkaGroupConsumer:
         return out
 
     def commit(self, offsets: dict[tuple[str, int], int] | None = None) -> None:
-        from kafka.errors import CommitFailedError, KafkaError
+        from kafka.errors import CommitFailedError, KafkaError, RebalanceInProgressError
         from kafka.structs import OffsetAndMetadata, TopicPartition
 
         if self.group is None:
@@ -321,7 +246,7 @@ class KafkaGroupConsumer:
                         if TopicPartition(t, p) in owned}
                 if mine:
                     self._c.commit(mine)
-        except CommitFailedError as e:
+        except (CommitFailedError, RebalanceInProgressError) as e:
             # The group rebalanced; the new owner re-reads from the last commit (at-least-once).
             logger.warning("commit after rebalance ignored: %s", e)
         except KafkaError as e:
