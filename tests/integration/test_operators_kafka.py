@@ -172,7 +172,7 @@ def test_faust_worker_killed_mid_run_loses_nothing_and_counts_once(cluster):
     feeder.start()
     frames_sql = f"SELECT count() FROM vnx_frames FINAL WHERE app = 'hud_patient' AND {where}"
     # The worker is mid-run. (An executor or sink consumer that hung in its group join — kafka-python
-    # 3.0, ~1 start in 10 under load — once made this take over 120 s; see KafkaGroupConsumer.)
+    # 3.0, ~1 start in 10 under load — once made this take over 120 s; see docs/operators.md.)
     wait_count(store, frames_sql, 20, 240, log)
     worker.send_signal(signal.SIGKILL)
     worker.wait(10)
