@@ -56,40 +56,22 @@ def probe_goodput(fraction_at: Callable[[float], float], lo: float, hi: float, t
                   target: float = 0.99, budget_s: float | None = None,
                   clock: Callable[[], float] = time.monotonic) -> float:
     """Highest rate in [lo, hi] at which ``fraction_at(rate) >= target``, by bisection to a relative
-    ``tol`` (the rule of vidnexus.sim.simulator.goodput: a failed floor is probed up to three times,
-    halving it). A result of 0 means even the lowest rate missed: on this shared 2-core VM that has
+    ``tol`` (vidnexus.sim.simulator.goodput: a failed floor is probed up to three times, halving it). A result of 0 means even the lowest rate missed: on this shared 2-core VM that has
     been a stall (a full-suite run once saw it for a system that sustains 257 req/s alone), so the
     search runs once more; every system gets the same rule.
 
     ``budget_s`` bounds the wall time of the whole search (quick runs: a noisy machine made the floor
     search of one quick benchmark run past 900 s). Once spent, no new probe starts and the search
     returns the highest rate that passed so far (0 if none): a lower bound, never a guess."""
+    from vidnexus.sim.simulator import goodput
+
     end = None if budget_s is None else clock() + budget_s
 
     def spent() -> bool:
         return end is not None and clock() >= end
 
     def search() -> float:
-        floor, top = lo, hi
-        for _ in range(3):
-            if fraction_at(floor) >= target:
-                break
-            if spent():
-                return 0.0
-            floor, top = floor / 2, floor
-        else:
-            return 0.0
-        if spent():
-            return floor
-        if fraction_at(top) >= target:
-            return top
-        while (top - floor) / top > tol and not spent():
-            mid = (floor + top) / 2
-            if fraction_at(mid) >= target:
-                floor = mid
-            else:
-                top = mid
-        return floor
+        return goodput(fraction_at, lo, hi, target=target, tol=tol, stop=spent)
 
     g = search()
     if g <= 0 and not spent():

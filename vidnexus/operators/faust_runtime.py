@@ -207,21 +207,22 @@ def run_worker(app: App, settings: Settings, *, concurrency: int = 32, partition
     worker_id = f"{socket.gethostname()}-{os.getpid()}"
 
     if stall_s > 0:
+        topic, group = frames_topic(settings), worker_group(settings, app)
+
         @fapp.timer(interval=min(5.0, stall_s / 2))
         async def watchdog() -> None:
             if not stall_suspected(clock.now(), delivery[0], disp.in_flight, stall_s):
                 return
-            topic = frames_topic(settings)
             mine = sorted(tp.partition for tp in fapp.consumer.assignment() if tp.topic == topic)
             if not mine:
                 return
             try:
-                lag = await asyncio.get_running_loop().run_in_executor(
-                    None, bus.group_lag, worker_group(settings, app), topic, mine)
+                lag = await asyncio.get_running_loop().run_in_executor(None, bus.group_lag, group, topic, mine)
             except Exception as e:
                 logger.warning("watchdog: cannot read the group's lag: %s", e)
                 return
-            if stalled(lag) and disp.in_flight == 0 and clock.now() - delivery[0] >= stall_s:
+            # Still quiet after the broker answered (a frame may have arrived meanwhile)?
+            if stalled(lag) and stall_suspected(clock.now(), delivery[0], disp.in_flight, stall_s):
                 waiting = {p: n for p, n in lag.items() if n > 0}
                 reason = (f"{sum(waiting.values())} frames wait on partitions {sorted(waiting)} of {topic} and "
                           f"none reached the worker for {clock.now() - delivery[0]:.0f} s")

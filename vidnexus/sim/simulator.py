@@ -130,24 +130,35 @@ def goodput(
     *,
     target: float = 0.99,
     tol: float = 0.01,
+    stop: Callable[[], bool] | None = None,
 ) -> float:
     """Highest rate in [lo, hi] at which ``run(rate)`` keeps ≥ ``target`` of requests within SLO,
-    found by bisection to a relative tolerance ``tol``. ``run`` returns a SimResult or a fraction."""
+    found by bisection to a relative tolerance ``tol``. ``run`` returns a SimResult or a fraction.
+
+    ``stop`` (real systems: a time budget) is asked before each further probe; once it says so, the
+    search returns the highest rate that passed so far (0 if none), a lower bound."""
 
     def ok(rate: float) -> bool:
         r = run(rate)
         frac = r.good_fraction if isinstance(r, SimResult) else float(r)
         return frac >= target
 
+    def stopped() -> bool:
+        return stop is not None and stop()
+
     for _ in range(3):  # a failure at the floor may be noise (real systems): look lower first
         if ok(lo):
             break
+        if stopped():
+            return 0.0
         lo, hi = lo / 2, lo
     else:
         return 0.0
+    if stopped():
+        return lo
     if ok(hi):
         return hi
-    while (hi - lo) / hi > tol:
+    while (hi - lo) / hi > tol and not stopped():
         mid = (lo + hi) / 2
         if ok(mid):
             lo = mid
