@@ -36,6 +36,11 @@ class Settings(BaseSettings):
     clickhouse_url: str = "clickhouse://default:@127.0.0.1:19000/default"
     """ClickHouse server URL for the native protocol: ``clickhouse://user:password@host:port/db``."""
 
+    clickhouse_reader_url: str | None = Field(default=None, repr=False)
+    """URL the read-only SQL (``vidnexus sql`` without ``--write``, ``sql-server``) connects with to a
+    ClickHouse server: a user with SELECT on the project's tables only. Default: ``clickhouse_url``
+    with the user ``vnx_reader`` and no password (``vidnexus services up`` creates it)."""
+
     data_dir: Path = Path(".vnx/data")
     """Embedded data (chdb store, model weights trained on first use, profiles)."""
 

@@ -5,19 +5,19 @@ one process holds) becomes reachable from other processes. Requests:
 
     curl -H "Authorization: Bearer $TOKEN" --data "SELECT count() FROM hud_reads" http://127.0.0.1:8124/sql
 
-The answer is JSON: ``columns``, ``types``, ``rows``, ``truncated`` and ``elapsed_ms``. Only one
-statement per request, and only ``SELECT``/``WITH``/``SHOW``/``DESCRIBE``/``EXISTS``/``EXPLAIN``;
-table functions that reach outside the store (``file``, ``url``, ``remote``, ``s3``, …) are refused.
-SELECTs run with ``readonly=2``, a row limit and a time limit. A missing or wrong token is 401, a
-refused statement 403, a failing query 400.
+The answer is JSON: ``columns``, ``types``, ``rows``, ``truncated`` and ``elapsed_ms``. Every query
+passes :class:`~vidnexus.sql_guard.SqlGuard` (one statement, decided on ClickHouse's own parse
+tree, deny by default: see docs/operators.md#sql) and runs with the engine's read-only mode and
+limits. A missing or wrong token is 401, and after :attr:`AuthBackoff.free_failures` failures from
+one address that address waits (429, ``Retry-After``) before it may try again; a refused
+statement is 403, a failing query 400. The token is compared in constant time and never logged.
 
 Example:
-    >>> check_read_only("SELECT 1; DROP TABLE t")
-    Traceback (most recent call last):
-    ...
-    vidnexus.sql_endpoint.RefusedQuery: one statement per request
-    >>> check_read_only("  select stream, count() from hud_reads group by stream -- per stream\\n")
-    'select stream, count() from hud_reads group by stream'
+    >>> b = AuthBackoff(free_failures=2, max_block_s=60)
+    >>> for t in (0, 1, 2):
+    ...     b.failed("10.0.0.1", now=t)
+    >>> b.blocked_for("10.0.0.1", now=2.5), b.blocked_for("10.0.0.2", now=2.5)
+    (0.5, 0.0)
 """
 
 from __future__ import annotations
@@ -25,112 +25,77 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import re
+import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from vidnexus.clock import MonotonicClock
+from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.connectors.store import Store
 from vidnexus.errors import ConnectorError, VidnexusError
+from vidnexus.sql_guard import RefusedQuery, SqlGuard, SqlLimits
 
-__all__ = ["RefusedQuery", "check_read_only", "SqlEndpoint", "EndpointLimits"]
+__all__ = ["RefusedQuery", "SqlEndpoint", "EndpointLimits", "AuthBackoff"]
 
 logger = logging.getLogger(__name__)
 
-_READ_KEYWORDS = {"SELECT", "WITH", "SHOW", "DESCRIBE", "DESC", "EXISTS", "EXPLAIN"}
-_OUTSIDE = ("file", "url", "remote", "remotesecure", "s3", "s3cluster", "hdfs", "mysql", "postgresql",
-            "jdbc", "odbc", "input", "executable", "cluster", "clusterallreplicas", "azureblobstorage",
-            "gcs", "mongodb", "redis", "sqlite", "urlcluster", "hdfscluster", "deltalake", "hudi", "iceberg")
-_OUTSIDE_RE = re.compile(r"\b(" + "|".join(_OUTSIDE) + r")\s*\(", re.IGNORECASE)
-_WRITE_RE = re.compile(r"\bINTO\s+OUTFILE\b|\bSETTINGS\b", re.IGNORECASE)
-
-
-class RefusedQuery(VidnexusError):
-    """The statement is not a single read-only query."""
-
-
-def _strip(sql: str) -> str:
-    """Remove comments and string literals' contents for the keyword checks."""
-    out, i, n = [], 0, len(sql)
-    while i < n:
-        c = sql[i]
-        if sql.startswith("--", i):
-            j = sql.find("\n", i)
-            i = n if j < 0 else j
-        elif sql.startswith("/*", i):
-            j = sql.find("*/", i + 2)
-            if j < 0:
-                raise RefusedQuery("unterminated comment")
-            i = j + 2
-            out.append(" ")
-        elif c in "'\"`":
-            j = i + 1
-            while j < n and sql[j] != c:
-                j += 2 if sql[j] == "\\" else 1
-            if j >= n:
-                raise RefusedQuery("unterminated quoted string")
-            out.append(c + "x" * (j - i - 1) + c)  # keep lengths, hide contents
-            i = j + 1
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
-def check_read_only(sql: str) -> str:
-    """The statement, trimmed, if it is a single read-only query.
-
-    Raises:
-        RefusedQuery: several statements, a write, DDL, a SETTINGS clause (the endpoint sets the
-            limits), ``INTO OUTFILE``, or a table function that reaches outside the store.
-    """
-    masked = _strip(sql)
-    body = masked.strip().rstrip(";").strip()
-    if not body:
-        raise RefusedQuery("empty query")
-    if ";" in body:
-        raise RefusedQuery("one statement per request")
-    first = re.match(r"[A-Za-z]+", body)
-    keyword = first.group(0).upper() if first else ""
-    if keyword not in _READ_KEYWORDS:
-        raise RefusedQuery(f"{keyword or 'this statement'} is not allowed: the endpoint is read-only "
-                           f"({', '.join(sorted(_READ_KEYWORDS))})")
-    if m := _WRITE_RE.search(body):
-        raise RefusedQuery(f"{m.group(0).split()[0].upper()} is not allowed here")
-    if m := _OUTSIDE_RE.search(body):
-        raise RefusedQuery(f"table function {m.group(1)}() is not allowed: it reaches outside the store")
-    # Same span in the original text (masking kept the lengths); comments at the ends dropped.
-    start = len(masked) - len(masked.lstrip())
-    return sql[start : start + len(body)]
-
 
 @dataclass(frozen=True)
-class EndpointLimits:
-    max_rows: int = 10_000
-    """Rows returned at most (``truncated`` says when there were more)."""
-    timeout_s: float = 10.0
-    """Execution time limit per query."""
+class EndpointLimits(SqlLimits):
     max_body_bytes: int = 100_000
+    """Longest query accepted (bytes)."""
+
+
+@dataclass
+class AuthBackoff:
+    """Failed-token bookkeeping per client address: after ``free_failures`` failures in a row, each
+    further failure blocks the address for 1, 2, 4 … seconds, at most ``max_block_s``; a success
+    clears it. At most ``max_clients`` addresses are remembered (the oldest are forgotten)."""
+
+    free_failures: int = 5
+    max_block_s: float = 300.0
+    max_clients: int = 10_000
+    _state: dict[str, tuple[int, float]] = field(default_factory=dict)  # address -> (failures, blocked until)
+
+    def blocked_for(self, client: str, now: float) -> float:
+        """Seconds ``client`` must still wait before its token is looked at (0: none)."""
+        _, until = self._state.get(client, (0, 0.0))
+        return max(0.0, until - now)
+
+    def failed(self, client: str, now: float) -> None:
+        n = self._state.pop(client, (0, 0.0))[0] + 1
+        over = n - self.free_failures
+        until = now + min(self.max_block_s, 2.0 ** (over - 1)) if over > 0 else 0.0
+        self._state[client] = (n, until)
+        while len(self._state) > self.max_clients:
+            del self._state[next(iter(self._state))]
+
+    def succeeded(self, client: str) -> None:
+        self._state.pop(client, None)
 
 
 class SqlEndpoint:
     """Serve ``store`` read-only at ``http://host:port/sql`` until :meth:`stop`."""
 
     def __init__(self, store: Store, token: str, host: str = "127.0.0.1", port: int = 8124,
-                 limits: EndpointLimits = EndpointLimits()) -> None:
+                 limits: EndpointLimits = EndpointLimits(), *, clock: Clock | None = None,
+                 backoff: AuthBackoff | None = None) -> None:
         if len(token) < 16:
             raise VidnexusError("the SQL endpoint token must be at least 16 characters")
-        self.store, self.token, self.limits = store, token, limits
-        self._clock = MonotonicClock()
+        self.store, self.limits = store, limits
+        self._token = token.encode()
+        self._clock = clock or MonotonicClock()
+        self._backoff = backoff or AuthBackoff()
+        self._backoff_lock = threading.Lock()
+        self.guard = SqlGuard(store)
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
             server_version = "vidnexus-sql"
 
-            def log_message(self, fmt: str, *args: Any) -> None:
+            def log_message(self, fmt: str, *args: Any) -> None:  # the request line only, never headers
                 logger.debug("sql endpoint: " + fmt, *args)
 
             def do_GET(self) -> None:  # noqa: N802
@@ -141,7 +106,10 @@ class SqlEndpoint:
                 self._handle(url.path, q)
 
             def do_POST(self) -> None:  # noqa: N802
-                n = int(self.headers.get("Content-Length") or 0)
+                try:
+                    n = int(self.headers.get("Content-Length") or 0)
+                except ValueError:
+                    return self._send(400, {"error": "bad Content-Length"})
                 if n > endpoint.limits.max_body_bytes:
                     return self._send(413, {"error": f"query longer than {endpoint.limits.max_body_bytes} bytes"})
                 body = self.rfile.read(n).decode("utf-8", "replace")
@@ -155,16 +123,23 @@ class SqlEndpoint:
             def _handle(self, path: str, query: str) -> None:
                 if path != "/sql":
                     return self._send(404, {"error": "POST /sql (or GET /sql?query=…, GET /health)"})
-                if not endpoint.authorized(self.headers.get("Authorization", ""), self.headers.get("X-Vnx-Token", "")):
+                wait = endpoint.check_token(self.client_address[0], self.headers.get("Authorization", ""),
+                                            self.headers.get("X-Vnx-Token", ""))
+                if wait is None:
                     return self._send(401, {"error": "missing or wrong token (Authorization: Bearer TOKEN)"})
+                if wait > 0:
+                    return self._send(429, {"error": f"too many wrong tokens from this address; retry in "
+                                                     f"{math.ceil(wait)} s"}, retry_after=math.ceil(wait))
                 code, doc = endpoint.run(query)
                 self._send(code, doc)
 
-            def _send(self, code: int, doc: dict[str, Any]) -> None:
+            def _send(self, code: int, doc: dict[str, Any], retry_after: int | None = None) -> None:
                 data = json.dumps(doc, default=str).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                if retry_after is not None:
+                    self.send_header("Retry-After", str(retry_after))
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -173,32 +148,36 @@ class SqlEndpoint:
         self.address = self.httpd.server_address
         self._thread: threading.Thread | None = None
 
-    def authorized(self, auth: str, header_token: str) -> bool:
+    def check_token(self, client: str, auth: str, header_token: str) -> float | None:
+        """0 when the token is right, the seconds to wait when ``client`` is backing off, None when
+        the token is missing or wrong (which counts as a failure)."""
+        now = self._clock.now()
+        with self._backoff_lock:
+            wait = self._backoff.blocked_for(client, now)
+            if wait > 0:
+                return wait
         given = auth[7:].strip() if auth.lower().startswith("bearer ") else header_token
-        return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
+        ok = hmac.compare_digest(given.encode(), self._token)  # constant time, also for an empty token
+        with self._backoff_lock:
+            if ok:
+                self._backoff.succeeded(client)
+                return 0.0
+            self._backoff.failed(client, now)
+        return None
 
     def run(self, query: str) -> tuple[int, dict[str, Any]]:
         """(HTTP status, JSON document) for one query."""
-        try:
-            sql = check_read_only(query)
-        except RefusedQuery as e:
-            return 403, {"error": str(e)}
-        lim = self.limits
-        keyword = sql.lstrip().split(None, 1)[0].upper()
         t0 = self._clock.now()
         try:
-            if keyword in ("SELECT", "WITH"):
-                settings = {"readonly": 2, "max_execution_time": max(1, int(lim.timeout_s)),
-                            "max_result_rows": lim.max_rows + 1, "result_overflow_mode": "break"}
-                res = self.store.query(f"SELECT * FROM ({sql}) LIMIT {lim.max_rows + 1}", settings=settings)
-            else:
-                res = self.store.query(sql)
+            checked = self.guard.check(query)
+        except RefusedQuery as e:
+            return 403, {"error": str(e)}
+        try:
+            res, cut = self.guard.run(checked, self.limits)
         except ConnectorError as e:
             return 400, {"error": str(e)}
-        rows = res.rows[: lim.max_rows]
-        return 200, {"columns": list(res.columns), "types": list(res.types), "rows": [list(r) for r in rows],
-                     "truncated": len(res.rows) > lim.max_rows,
-                     "elapsed_ms": round((self._clock.now() - t0) * 1000, 2)}
+        return 200, {"columns": list(res.columns), "types": list(res.types), "rows": [list(r) for r in res.rows],
+                     "truncated": cut, "elapsed_ms": round((self._clock.now() - t0) * 1000, 2)}
 
     def start(self) -> "SqlEndpoint":
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True, name="vnx-sql")
@@ -206,8 +185,12 @@ class SqlEndpoint:
         return self
 
     def serve_forever(self) -> None:
-        self.httpd.serve_forever()
+        try:
+            self.httpd.serve_forever()
+        finally:
+            self.guard.close()
 
     def stop(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+        self.guard.close()

@@ -113,6 +113,7 @@ class MemoryStore:
     the column lookup ``ensure_table`` makes. Use chdb or the server for SQL."""
 
     version = (26, 0)
+    embedded = True
 
     def __init__(self) -> None:
         self.rows: dict[str, list[tuple[Any, ...]]] = {}

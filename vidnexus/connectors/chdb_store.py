@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import re
 import threading
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -32,27 +34,56 @@ def _json_default(v: Any) -> Any:
     raise TypeError(f"cannot store a {type(v).__name__}")
 
 
-class ChdbStore:
-    """Embedded store under ``path``; thread-safe (queries are serialized)."""
+def holder_pid(path: Path) -> int | None:
+    """The PID of the process that holds the embedded store at ``path``, or None when it is free.
 
-    def __init__(self, path: str | Path) -> None:
+    The engine keeps an exclusive ``flock`` on ``path/status`` (which names its PID) while it runs;
+    asking for the same lock tells, without opening the engine (which would print its own error).
+    """
+    import fcntl
+
+    try:
+        fd = os.open(path / "status", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            m = re.search(rb"PID: (\d+)", os.read(fd, 256))
+            pid = int(m.group(1)) if m else -1
+            return None if pid == os.getpid() else pid  # this process: the engine decides
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+class ChdbStore:
+    """Embedded store under ``path`` (``None``: in memory, gone at close); thread-safe (queries are
+    serialized)."""
+
+    embedded = True
+
+    def __init__(self, path: str | Path | None) -> None:
         from chdb import session
 
-        self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
+        self.path = Path(path) if path is not None else None
+        if self.path is not None:
+            self.path.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        pid = holder_pid(self.path) if self.path is not None else None
+        if pid is not None:
+            who = f"PID {pid}" if pid > 0 else "another process"
+            raise ConnectorError(
+                f"the embedded store at {self.path} is in use by {who}: query it through that process's SQL "
+                "endpoint, use the server store (VNX_STORE=clickhouse), or stop that process")
         try:
-            self._s = session.Session(str(self.path))
+            self._s = session.Session(str(self.path) if self.path is not None else None)
             raw = self._s.query("SELECT version()", "CSV")
         except Exception as e:  # chdb raises RuntimeError subclasses with the engine's message
             msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-            hint = (
-                " (another process holds this data directory: query it through that process's "
-                "SQL endpoint, or stop it)"
-                if "lock" in msg.lower()
-                else ""
-            )
-            raise ConnectorError(f"cannot open the embedded store at {self.path}: {msg}{hint}")
+            raise ConnectorError(f"cannot open the embedded store at {self.path or 'in memory'}: {msg}") from None
         self.version = parse_version(str(raw).strip().strip('"'))
 
     def _run(self, sql: str, fmt: str = "CSV") -> Any:
@@ -61,6 +92,12 @@ class ChdbStore:
                 return self._s.query(sql, fmt)
             except RuntimeError as e:  # chdb's ChdbError carries the engine's message
                 first = str(e).strip().splitlines()[0][:500]
+                # chdb 4.4 leaves what a failed query had written (e.g. the JSON header of one cut
+                # by max_execution_time) in front of the next result: read it out here.
+                try:
+                    self._s.query("SELECT 1", "CSV")
+                except RuntimeError:
+                    pass
                 raise ConnectorError(f"query failed: {first}") from None
 
     def execute(self, sql: str) -> None:

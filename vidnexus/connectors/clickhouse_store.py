@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import unquote, urlparse
@@ -9,7 +10,10 @@ from urllib.parse import unquote, urlparse
 from vidnexus.connectors.store import QueryResult, TableSchema, insert_batches, parse_version
 from vidnexus.errors import ConnectorError
 
-__all__ = ["ClickHouseStore", "parse_clickhouse_url"]
+__all__ = ["ClickHouseStore", "parse_clickhouse_url", "reader_url", "READER_USER"]
+
+READER_USER = "vnx_reader"
+"""The read-only user `vidnexus services up` creates (SELECT on the project's database only)."""
 
 _BATCH = 20_000
 
@@ -33,8 +37,23 @@ def parse_clickhouse_url(url: str) -> dict[str, Any]:
     )
 
 
+def reader_url(url: str) -> str:
+    """``url`` with the read-only user :data:`READER_USER` (no password) in place of its user.
+
+    Example:
+        >>> reader_url("clickhouse://default:secret@127.0.0.1:19000/default")
+        'clickhouse://vnx_reader:@127.0.0.1:19000/default'
+    """
+    u = urlparse(url)
+    host = u.hostname or "127.0.0.1"
+    netloc = f"{READER_USER}:@{'[' + host + ']' if ':' in host else host}" + (f":{u.port}" if u.port else "")
+    return u._replace(netloc=netloc).geturl()
+
+
 class ClickHouseStore:
     """A store on a ClickHouse server. One connection, serialized by a lock."""
+
+    embedded = False
 
     def __init__(self, url: str, *, timeout_s: float = 5.0) -> None:
         from clickhouse_driver import Client
@@ -83,6 +102,11 @@ class ClickHouseStore:
                 raise ConnectorError(f"query failed: {e}") from None
 
     def execute(self, sql: str) -> None:
+        if re.match(r"\s*INSERT\b", sql, re.I) and not re.search(r"\b(SELECT|WITH)\b", sql, re.I):
+            # The native protocol sends INSERT data as blocks after the query: inline VALUES would
+            # leave the server waiting for them.
+            raise ConnectorError("INSERT … VALUES with the rows in the statement is not supported on the "
+                                 "server store: use INSERT … SELECT (or the embedded store)")
         self._run(sql)
 
     def query(self, sql: str, settings: Mapping[str, Any] | None = None) -> QueryResult:

@@ -143,6 +143,9 @@ class Store(Protocol):
     version: tuple[int, ...]
     """Engine version, e.g. (18, 16, 1) or (26, 9, 2, 1)."""
 
+    embedded: bool
+    """Whether the engine runs in this process (chdb) rather than on a server."""
+
     def execute(self, sql: str) -> None:
         """Run a statement that returns no rows (DDL)."""
         ...
@@ -219,17 +222,29 @@ def ensure_table(store: Store, schema: TableSchema) -> list[str]:
     return added
 
 
-def open_store(settings: "Settings") -> Store:
-    """The store selected by ``settings.store``.
+def open_store(settings: "Settings", *, reader: bool = False) -> Store:
+    """The store selected by ``settings.store``; with ``reader``, on a ClickHouse server, as the
+    read-only user of ``settings.clickhouse_reader_url`` (the embedded store has no users: the SQL
+    guard and the engine's ``readonly`` setting protect it).
 
     Raises:
-        ConnectorError: the server cannot be reached within ``connect_timeout_s``, or the embedded
-            store's directory is locked by another process.
+        ConnectorError: the server cannot be reached within ``connect_timeout_s``, the reader is
+            refused, or the embedded store's directory is locked by another process.
     """
     if settings.store == "clickhouse":
-        from vidnexus.connectors.clickhouse_store import ClickHouseStore
+        from vidnexus.connectors.clickhouse_store import ClickHouseStore, reader_url
+        from vidnexus.errors import ConnectorError
 
-        return ClickHouseStore(settings.clickhouse_url, timeout_s=settings.connect_timeout_s)
+        if not reader:
+            return ClickHouseStore(settings.clickhouse_url, timeout_s=settings.connect_timeout_s)
+        url = settings.clickhouse_reader_url or reader_url(settings.clickhouse_url)
+        try:
+            return ClickHouseStore(url, timeout_s=settings.connect_timeout_s)
+        except ConnectorError as e:
+            if e.retryable:
+                raise
+            raise ConnectorError(f"{e}; read-only SQL connects as a user with SELECT on the project's tables "
+                                 "only: create it (docs/operators.md#sql) or set VNX_CLICKHOUSE_READER_URL") from None
     from vidnexus.connectors.chdb_store import ChdbStore
 
     return ChdbStore(settings.data_dir / "chdb")

@@ -79,6 +79,16 @@ _USERS = """<?xml version="1.0"?>
     <profiles>
         <default><max_memory_usage>4000000000</max_memory_usage></default>
         <readonly><readonly>1</readonly></readonly>
+        <!-- The read-only SQL of `vidnexus sql` and `sql-server`: readonly=1 refuses writes, DDL, SET
+             and every table function in the engine itself; a readonly=1 user's own settings are
+             ignored by 18.16, so its limits live here. -->
+        <vnx_reader>
+            <readonly>1</readonly>
+            <max_execution_time>30</max_execution_time>
+            <max_memory_usage>2000000000</max_memory_usage>
+            <max_result_bytes>268435456</max_result_bytes>
+            <result_overflow_mode>break</result_overflow_mode>
+        </vnx_reader>
     </profiles>
     <users>
         <default>
@@ -87,6 +97,13 @@ _USERS = """<?xml version="1.0"?>
             <profile>default</profile>
             <quota>default</quota>
         </default>
+        <vnx_reader>
+            <password></password>
+            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
+            <profile>vnx_reader</profile>
+            <quota>default</quota>
+            <allow_databases><database>default</database></allow_databases>
+        </vnx_reader>
     </users>
     <quotas>
         <default><interval><duration>3600</duration><queries>0</queries><errors>0</errors>
