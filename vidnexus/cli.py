@@ -35,6 +35,14 @@ app.add_typer(models_app, name="models")
 app.add_typer(streams_app, name="streams")
 
 
+@app.callback()
+def _global_options(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks instead of one-line errors "
+                               "(anywhere on the command line) [env: VNX_DEBUG=1]."),
+) -> None:
+    """Video analytics over Kafka with SLO-driven DNN batching and SQL over results."""
+
+
 def _settings(**overrides: Any) -> Settings:
     return load_settings(**overrides)
 
@@ -152,19 +160,35 @@ def demo(
 # -- sql ---------------------------------------------------------------------------------------
 @app.command()
 def sql(
-    query: str = typer.Argument(..., help="A SELECT statement."),
+    query: str = typer.Argument(..., help="One statement. Read-only by default: SELECT/WITH, SHOW TABLES, "
+                                           "SHOW CREATE TABLE, DESCRIBE, EXISTS, EXPLAIN."),
     fmt: str = typer.Option("table", "--format", help="table, csv or json"),
     store: Optional[str] = typer.Option(None, help="chdb or clickhouse [env: VNX_STORE]"),
+    write: bool = typer.Option(False, "--write", help="Allow writes, DDL, SET, SYSTEM and KILL (the owner's "
+                               "switch; on a server, as VNX_CLICKHOUSE_URL's user)."),
+    max_rows: int = typer.Option(1000, min=0, help="Print at most this many rows (0: all)."),
+    timeout: float = typer.Option(30.0, min=1.0, max=86400.0, help="Seconds the query may run."),
 ) -> None:
-    """Run SQL against the configured store (embedded chdb by default, or the ClickHouse server)."""
+    """Run one SQL statement against the configured store (embedded chdb by default, or the
+    ClickHouse server). Read-only unless --write: the statement is checked on ClickHouse's own
+    parse tree (docs/operators.md#sql) and runs with readonly=1 and limits."""
     from vidnexus.connectors.store import open_store
+    from vidnexus.sql_guard import SqlGuard, SqlLimits
 
     if fmt not in ("table", "csv", "json"):
-        raise VidnexusError(f"unknown format {fmt!r}: use table, csv or json")
-    s = open_store(_settings(store=store))
+        raise VidnexusError(f"--format {fmt!r}: use table, csv or json")
+    s = open_store(_settings(store=store), reader=not write)
+    guard = None
     try:
-        print_result(s.query(query), fmt)
+        guard = SqlGuard(s)
+        res, cut = guard.run(guard.check(query, write=write), SqlLimits(max_rows=max_rows, timeout_s=timeout))
+        if res.columns:
+            print_result(res, fmt)
+        if cut:
+            err_console.print(f"(first {max_rows} rows; --max-rows 0 prints all)")
     finally:
+        if guard is not None:
+            guard.close()
         s.close()
 
 
@@ -569,27 +593,35 @@ def sink(
 @app.command("sql-server")
 def sql_server(
     host: str = typer.Option("127.0.0.1", help="Address to bind."),
-    port: int = typer.Option(8124, min=1, max=65535, help="Port."),
+    port: int = typer.Option(8124, min=0, max=65535, help="Port (0: any free port, printed at start)."),
     token: Optional[str] = typer.Option(None, help="Bearer token clients must send (≥ 16 characters) "
-                                                   "[env: VNX_SQL_TOKEN]; a random one is printed when absent."),
+                                                   "[env: VNX_SQL_TOKEN]; when absent one is generated into "
+                                                   "<data dir>/sql-token (mode 600)."),
     max_rows: int = typer.Option(10_000, min=1, help="Rows returned at most per query."),
-    timeout: float = typer.Option(10.0, min=1.0, help="Seconds a query may run."),
+    timeout: float = typer.Option(10.0, min=1.0, max=3600.0, help="Seconds a query may run."),
 ) -> None:
     """Serve the store read-only over HTTP: POST /sql with the query as the body.
 
-    Only single SELECT/WITH/SHOW/DESCRIBE/EXISTS/EXPLAIN statements; writes, DDL and table
-    functions that reach outside the store are refused (403); a wrong token is 401."""
-    import secrets
-
+    One statement, decided on ClickHouse's parse tree: SELECT/WITH, SHOW TABLES, SHOW CREATE
+    TABLE, DESCRIBE, EXISTS, EXPLAIN over the project's tables, allow-listed functions only; the
+    rest is refused (403). A wrong token is 401, repeated wrong tokens 429 (docs/operators.md#sql)."""
     from vidnexus.connectors.store import open_store
     from vidnexus.sql_endpoint import EndpointLimits, SqlEndpoint
 
     settings = _settings()
     token = token or settings.sql_token
     if token is None:
+        import os
+        import secrets
+
         token = secrets.token_urlsafe(24)
-        err_console.print(f"sql-server: no token given; use this one: {token}")
-    store = open_store(settings)
+        path = settings.data_dir / "sql-token"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
+        err_console.print(f"sql-server: no token given (--token or VNX_SQL_TOKEN); generated one into {path}")
+    store = open_store(settings, reader=True)
     ep = SqlEndpoint(store, token, host, port, EndpointLimits(max_rows=max_rows, timeout_s=timeout))
     err_console.print(f"sql-server: http://{ep.address[0]}:{ep.address[1]}/sql (read-only)")
     try:
@@ -620,27 +652,60 @@ def version() -> None:
     console.print(v("vidnexus"))
 
 
+def _error(message: str) -> None:
+    """One line on stderr, never wrapped, no markup read from the message."""
+    from rich.text import Text
+
+    line = " ".join(str(message).split())
+    err_console.print(Text("error: ", style="red") + Text(line), soft_wrap=True, highlight=False)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``) and return its exit code.
+
+    Every usage or validation error is one line on stderr and exit code 2; an unexpected failure is
+    one line and exit code 1; tracebacks only with ``--debug`` (anywhere on the line) or
+    ``VNX_DEBUG=1``.
+    """
+    import os
+
+    from typer._click import exceptions as typer_click
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or os.environ.get("VNX_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+    args = [a for a in args if a != "--debug"]
+    try:
+        rc = app(args=args, prog_name="vidnexus", standalone_mode=False)  # the code of a command's typer.Exit
+        return rc if isinstance(rc, int) else 0
+    except typer_click.NoArgsIsHelpError as e:  # `vidnexus streams` alone: its help
+        e.show()
+        return 0
+    except typer_click.ClickException as e:  # usage errors: missing argument, bad value, unknown option
+        if debug:
+            raise
+        hint = f" (see '{e.ctx.command_path} --help')" if isinstance(e, typer_click.UsageError) and e.ctx else ""
+        _error(e.format_message() + hint)
+        return 2
+    except VidnexusError as e:
+        if debug:
+            raise
+        _error(str(e))
+        return 2
+    except typer.Exit as e:
+        return e.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        return 130
+    except Exception as e:
+        if debug:
+            raise
+        _error(f"unexpected {type(e).__name__}: {e} (run with --debug for the traceback)")
+        return 1
+
+
 def main() -> None:
     """Entry point: one-line errors for user mistakes, non-zero exit codes."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Client libraries log connection failures with tracebacks; we report them in one line instead.
     for noisy in ("clickhouse_driver", "kafka"):
         logging.getLogger(noisy).setLevel(logging.CRITICAL)
-    try:
-        rc = app(standalone_mode=False)  # returns the code of typer.Exit raised by a command
-        if isinstance(rc, int) and rc:
-            sys.exit(rc)
-    except VidnexusError as e:
-        err_console.print(f"[red]error:[/] {e}")
-        sys.exit(2)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except typer.Abort:
-        sys.exit(130)
-    except Exception as e:  # click usage errors
-        import click
-
-        if isinstance(e, click.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
-        raise
+    sys.exit(run())
