@@ -43,6 +43,15 @@ def _global_options(
     """Video analytics over Kafka with SLO-driven DNN batching and SQL over results."""
 
 
+def _finite(value: float | None) -> float | None:
+    """Option callback: reject ``inf`` and ``nan`` (typer's float accepts them)."""
+    import math
+
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
+
+
 def _settings(**overrides: Any) -> Settings:
     return load_settings(**overrides)
 
@@ -76,7 +85,10 @@ def services_up(
     """Install (cached) and start the services; wait until each answers. Idempotent."""
     from vidnexus.services import all_services
 
-    for svc in all_services(_settings()):
+    services = all_services(_settings())
+    if only is not None and only not in {svc.name for svc in services}:
+        raise VidnexusError(f"--only {only!r}: use one of {', '.join(svc.name for svc in services)}")
+    for svc in services:
         if only and svc.name != only:
             continue
         st = svc.start(progress=lambda m: err_console.print(f"[dim]services:[/] {m}"))
@@ -111,10 +123,10 @@ def services_status() -> None:
 def demo(
     name: str = typer.Argument("hud", help="Which app: hud, game, traffic or dance."),
     streams: int = typer.Option(3, min=1, max=32, help="Number of synthetic camera streams."),
-    seconds: float = typer.Option(20.0, min=1.0, help="Length of each stream (seconds of video)."),
-    sample_fps: Optional[float] = typer.Option(None, min=0.1, help="Sampling rate per stream (frames/s); "
+    seconds: float = typer.Option(20.0, callback=_finite, min=1.0, help="Length of each stream (seconds of video)."),
+    sample_fps: Optional[float] = typer.Option(None, callback=_finite, min=0.1, help="Sampling rate per stream (frames/s); "
                                                "default: the app's (5 for hud and game)."),
-    slo_ms: Optional[float] = typer.Option(None, min=1.0, help="End-to-end latency SLO (ingest to row); "
+    slo_ms: Optional[float] = typer.Option(None, callback=_finite, min=1.0, help="End-to-end latency SLO (ingest to row); "
                                            "default: the app's."),
     fast: bool = typer.Option(False, help="Do not pace sources at real time."),
 ) -> None:
@@ -167,7 +179,7 @@ def sql(
     write: bool = typer.Option(False, "--write", help="Allow writes, DDL, SET, SYSTEM and KILL (the owner's "
                                "switch; on a server, as VNX_CLICKHOUSE_URL's user)."),
     max_rows: int = typer.Option(1000, min=0, help="Print at most this many rows (0: all)."),
-    timeout: float = typer.Option(30.0, min=1.0, max=86400.0, help="Seconds the query may run."),
+    timeout: float = typer.Option(30.0, callback=_finite, min=1.0, max=86400.0, help="Seconds the query may run."),
 ) -> None:
     """Run one SQL statement against the configured store (embedded chdb by default, or the
     ClickHouse server). Read-only unless --write: the statement is checked on ClickHouse's own
@@ -289,15 +301,15 @@ def _registry() -> Any:
 def streams_add(
     name: str = typer.Argument(..., help="Stream name (letters, digits, '-', '_', '.')."),
     url: str = typer.Argument(..., help="File path, rtsp://, http(s):// (incl. HLS) or synthetic://hud?…"),
-    fps: Optional[float] = typer.Option(None, help="Sample this many frames per second of video."),
-    every_n: Optional[int] = typer.Option(None, help="Sample every n-th frame instead."),
+    fps: Optional[float] = typer.Option(None, callback=_finite, help="Sample this many frames per second of video."),
+    every_n: Optional[int] = typer.Option(None, min=1, max=2**32 - 1, help="Sample every n-th frame instead."),
     keyframes: bool = typer.Option(False, help="Decode and sample keyframes only."),
     app_: list[str] = typer.Option([], "--app", help="App this stream feeds (repeatable)."),
     tag: list[str] = typer.Option([], help="k=v tag (repeatable)."),
     quality: int = typer.Option(85, min=1, max=100, help="JPEG quality of published frames."),
     max_side: Optional[int] = typer.Option(None, min=16, help="Downscale so the longer side is at most this."),
     no_probe: bool = typer.Option(False, help="Skip the reachability/probe check."),
-    timeout: float = typer.Option(10.0, help="Probe timeout (s)."),
+    timeout: float = typer.Option(10.0, callback=_finite, min=0.1, max=3600.0, help="Probe timeout (s)."),
 ) -> None:
     """Register a stream: the URL is probed (codec, resolution, frame rate) before it is accepted."""
     from vidnexus.streams.ingest import StreamSpec
@@ -369,7 +381,7 @@ def streams_remove(name: str) -> None:
 def ingest(
     shard: str = typer.Option("0/1", help="This process's shard of the streams, i/n."),
     once: bool = typer.Option(False, help="Exit when every stream has ended (files), instead of following changes."),
-    poll: float = typer.Option(2.0, min=0.1, help="Seconds between registry checks."),
+    poll: float = typer.Option(2.0, callback=_finite, min=0.1, help="Seconds between registry checks."),
 ) -> None:
     """Ingest every enabled stream (of this shard) onto the frames topic, with live progress."""
     from rich.live import Live
@@ -380,7 +392,9 @@ def ingest(
     try:
         i, n = (int(v) for v in shard.split("/"))
     except ValueError:
-        raise VidnexusError(f"--shard {shard!r}: expected i/n, e.g. 0/2") from None
+        raise VidnexusError(f"--shard {shard!r}: expected i/n with 0 <= i < n, e.g. 0/2") from None
+    if not 0 <= i < n:
+        raise VidnexusError(f"--shard {shard!r}: expected i/n with 0 <= i < n, e.g. 0/2 and 1/2")
     settings = _settings()
     bus = open_bus(settings)
     topic = settings.topic("frames")
@@ -444,7 +458,7 @@ def executor(
     weights: list[str] = typer.Option([], help="MODEL=PATH of a local state_dict with real weights."),
     threads: int = typer.Option(0, min=0, help="torch intra-op threads (0 = torch default)."),
     executor_id: Optional[str] = typer.Option(None, "--id", help="Executor id in stats and plans (default host-pid)."),
-    stats_every: float = typer.Option(5.0, min=0.2, help="Seconds between stats reports."),
+    stats_every: float = typer.Option(5.0, callback=_finite, min=0.2, help="Seconds between stats reports."),
 ) -> None:
     """Serve model sessions over Kafka (VNX_BUS=kafka) or the in-memory bus until SIGTERM.
 
@@ -473,10 +487,10 @@ def executor(
 
 @app.command()
 def scheduler(
-    epoch: float = typer.Option(30.0, min=0.5, help="Seconds between epochs."),
-    min_epoch: float = typer.Option(10.0, min=0.1, help="Never re-plan more often than this."),
-    change: float = typer.Option(0.5, min=0.0, help="Relative rate change that triggers an early epoch."),
-    retire_idle: float = typer.Option(120.0, min=0.0, help="Seconds without a request after which a session a plan "
+    epoch: float = typer.Option(30.0, callback=_finite, min=0.5, help="Seconds between epochs."),
+    min_epoch: float = typer.Option(10.0, callback=_finite, min=0.1, help="Never re-plan more often than this."),
+    change: float = typer.Option(0.5, callback=_finite, min=0.0, help="Relative rate change that triggers an early epoch."),
+    retire_idle: float = typer.Option(120.0, callback=_finite, min=0.0, help="Seconds without a request after which a session a plan "
                                       "created is no longer assigned; executors then retire it (3 epochs later) "
                                       "and unload models no session uses."),
 ) -> None:
@@ -516,7 +530,7 @@ def worker(
     split: list[str] = typer.Option([], help="MODEL=MS: pin a stage SLO (default: the app's SLO split evenly "
                                                 "over its DNN depth, then the scheduler's latency split)."),
     log_level: str = typer.Option("warning", help="faust log level."),
-    stall_restart: float = typer.Option(30.0, min=0.0, help="Restart the worker process (same pid) when frames "
+    stall_restart: float = typer.Option(30.0, callback=_finite, min=0.0, help="Restart the worker process (same pid) when frames "
                                         "wait on its partitions and none reached it for this many seconds "
                                         "with none in flight (a stalled consumer); 0 disables."),
 ) -> None:
@@ -561,7 +575,7 @@ def worker(
 @app.command()
 def sink(
     max_rows: int = typer.Option(5000, min=1, help="Insert when this many rows are buffered."),
-    max_delay: float = typer.Option(1.0, min=0.01, help="Insert rows buffered for this many seconds."),
+    max_delay: float = typer.Option(1.0, callback=_finite, min=0.01, help="Insert rows buffered for this many seconds."),
     group: Optional[str] = typer.Option(None, help="Consumer group (default <prefix>-sink)."),
 ) -> None:
     """Write the rows workers publish on <prefix>.rows into the store (distributed mode).
@@ -598,7 +612,7 @@ def sql_server(
                                                    "[env: VNX_SQL_TOKEN]; when absent one is generated into "
                                                    "<data dir>/sql-token (mode 600)."),
     max_rows: int = typer.Option(10_000, min=1, help="Rows returned at most per query."),
-    timeout: float = typer.Option(10.0, min=1.0, max=3600.0, help="Seconds a query may run."),
+    timeout: float = typer.Option(10.0, callback=_finite, min=1.0, max=3600.0, help="Seconds a query may run."),
 ) -> None:
     """Serve the store read-only over HTTP: POST /sql with the query as the body.
 
