@@ -71,6 +71,9 @@ class Settings(BaseSettings):
     metrics_host: str = "127.0.0.1"
     """Address the Prometheus endpoint binds to (0.0.0.0 inside a container)."""
 
+    debug: bool = False
+    """Tracebacks instead of one-line errors on the command line (same as ``--debug``)."""
+
     sql_token: str | None = Field(default=None, repr=False)
     """Bearer token of the read-only SQL endpoint (`vidnexus sql-server`), at least 16 characters."""
 
