@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -22,8 +23,12 @@ import numpy as np
 
 from vidnexus.errors import StreamError
 
-__all__ = ["SyntheticSource", "synthetic_source", "GENERATORS", "RawFrame", "HudLayout", "render_digit_cell", "HUD", "FONTS"]
+__all__ = ["SyntheticSource", "synthetic_source", "GENERATORS", "RawFrame", "HudLayout", "render_digit_cell", "HUD", "FONTS",
+           "query_number", "rate_problem", "size_problem"]
 
+MAX_FPS = 1000.0
+MAX_SECONDS = 1e7  # ~116 days of video
+MAX_SIDE = 4096
 FONTS = (0, 2, 3, 4, 6, 7)  # cv2 Hershey faces that render all ten digits distinctly
 CELL_W, CELL_H = 16, 24
 
@@ -83,10 +88,11 @@ class SyntheticSource:
         self, seed: int = 0, fps: float = 10.0, seconds: float = 30.0, width: int = 320,
         height: int = 180, noise: float = 6.0,
     ) -> None:
-        if fps <= 0 or seconds <= 0:
-            raise StreamError(f"synthetic source: fps and seconds must be > 0 (got {fps}, {seconds})")
-        if width < 120 or height < 80:
-            raise StreamError(f"synthetic source: {width}x{height} is too small for the HUD (min 120x80)")
+        problem = rate_problem(fps, seconds) or size_problem(width, height, (120, 80))
+        if not problem and not (math.isfinite(noise) and 0 <= noise <= 255):
+            problem = f"noise={noise!r} is not allowed; use a number from 0 to 255"
+        if problem:
+            raise StreamError(f"synthetic source: {problem}")
         self.seed, self.fps, self.seconds = seed, fps, seconds
         self.width, self.height, self.noise = width, height, noise
 
@@ -100,14 +106,13 @@ class SyntheticSource:
         unknown = set(q) - known
         if unknown:
             raise StreamError(f"synthetic URL {url!r}: unknown parameter(s) {sorted(unknown)}")
+        args = dict(seed=query_number(url, q, "seed", 0, int), fps=query_number(url, q, "fps", 10.0, float),
+                    seconds=query_number(url, q, "seconds", 30.0, float), width=query_number(url, q, "width", 320, int),
+                    height=query_number(url, q, "height", 180, int), noise=query_number(url, q, "noise", 6.0, float))
         try:
-            return cls(
-                seed=int(q.get("seed", 0)), fps=float(q.get("fps", 10)),
-                seconds=float(q.get("seconds", 30)), width=int(q.get("width", 320)),
-                height=int(q.get("height", 180)), noise=float(q.get("noise", 6)),
-            )
-        except ValueError as e:
-            raise StreamError(f"synthetic URL {url!r}: {e}") from None
+            return cls(**args)
+        except StreamError as e:
+            raise StreamError(str(e).replace("synthetic source:", f"synthetic URL {url!r}:")) from None
 
     def frames(self) -> Iterator[RawFrame]:
         import cv2
@@ -149,6 +154,39 @@ class SyntheticSource:
             yield RawFrame(i, i / self.fps, img, truth, keyframe=True)
 
 
+def query_number(url: str, q: dict[str, str], key: str, default: Any, kind: type) -> Any:
+    """``q[key]`` as a finite ``kind`` (int or float), or ``default``; a StreamError naming the
+    parameter otherwise."""
+    if key not in q:
+        return default
+    try:
+        v = kind(q[key])
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        raise StreamError(f"synthetic URL {url!r}: {key}={q[key]!r} is not {what}") from None
+    if kind is float and not math.isfinite(v):
+        raise StreamError(f"synthetic URL {url!r}: {key}={q[key]!r} is not a finite number")
+    return v
+
+
+def rate_problem(fps: Any, seconds: Any) -> str | None:
+    """What is wrong with a generator's frame rate and length, or None."""
+    if not (isinstance(fps, (int, float)) and math.isfinite(fps) and 0 < fps <= MAX_FPS):
+        return f"fps={fps!r} is not allowed; use a finite number > 0 and <= {MAX_FPS:g}"
+    if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and 0 < seconds <= MAX_SECONDS):
+        return f"seconds={seconds!r} is not allowed; use a finite number > 0 and <= {MAX_SECONDS:g}"
+    return None
+
+
+def size_problem(width: Any, height: Any, least: tuple[int, int] = (16, 16)) -> str | None:
+    """What is wrong with a generator's frame size, or None."""
+    ok = all(isinstance(v, int) and lo <= v <= MAX_SIDE for v, lo in ((width, least[0]), (height, least[1])))
+    if not ok:
+        return (f"{width}x{height} is not allowed; use a width from {least[0]} and a height from {least[1]}, "
+                f"each at most {MAX_SIDE}")
+    return None
+
+
 GENERATORS: dict[str, str] = {
     "hud": "vidnexus.streams.synthetic:SyntheticSource",
     "game": "vidnexus.apps.game.render:GameSource",
@@ -168,5 +206,21 @@ def synthetic_source(url: str) -> Any:
     if u.scheme != "synthetic" or name not in GENERATORS:
         raise StreamError(f"unsupported synthetic URL {url!r}; known generators: "
                           + ", ".join(f"synthetic://{g}" for g in GENERATORS))
+    for key, value in parse_qs(u.query).items():  # every generator: no inf, nan or 1e400 anywhere
+        try:
+            finite = math.isfinite(float(value[-1]))
+        except ValueError:
+            continue
+        if not finite:
+            raise StreamError(f"synthetic URL {url!r}: {key}={value[-1]!r} is not a finite number")
     mod, _, cls = GENERATORS[name].partition(":")
-    return getattr(importlib.import_module(mod), cls).from_url(url)
+    try:
+        src = getattr(importlib.import_module(mod), cls).from_url(url)
+    except StreamError:
+        raise
+    except (ValueError, TypeError, ArithmeticError) as e:
+        raise StreamError(f"synthetic URL {url!r}: {e}") from None
+    problem = rate_problem(src.fps, src.seconds) or size_problem(src.width, src.height)
+    if problem:
+        raise StreamError(f"synthetic URL {url!r}: {problem}")
+    return src
