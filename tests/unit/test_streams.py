@@ -1,7 +1,8 @@
 """Sources, sampling, ingest workers and the registry, on the in-memory bus and chdb."""
 
-import os
+import re
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -9,22 +10,12 @@ import pytest
 from vidnexus.connectors.chdb_store import ChdbStore
 from vidnexus.connectors.memory_bus import MemoryBus
 from vidnexus.errors import StreamError
-from vidnexus.streams.frame import decode_frame
 from vidnexus.streams.ingest import Backoff, StreamSpec, StreamWorker
 from vidnexus.streams.registry import StreamRegistry
 from vidnexus.streams.sources import is_live, probe
 from vidnexus.streams.supervisor import IngestSupervisor, in_shard
 
-REAL = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "real")
-CAR = os.path.abspath(os.path.join(REAL, "car-detection.mp4"))
-
-
-def frames_of(bus, topic="f"):
-    c = bus.subscribe([topic], group=None)
-    out = []
-    while batch := c.poll(timeout_s=0.2):
-        out += [decode_frame(m.value) for m in batch]
-    return out
+from .streams.media import CAR, frames_of, hls, http_server
 
 
 def test_probe_real_file():
@@ -78,10 +69,38 @@ def test_bad_files_fail_alone(tmp_path):
     assert 0 < st_trunc.published < 61  # what was there before the cut was still ingested
 
 
-def test_oversized_frames_are_rejected_not_truncated():
-    bus = MemoryBus(max_message_bytes=20_000)
-    st = StreamWorker(StreamSpec("big", CAR, fps=0.5, jpeg_quality=95), bus, "f").run()
-    assert st.rejected > 0 and st.published + st.rejected == st.sampled
+def test_oversized_frames_are_rejected_not_truncated(caplog):
+    bus = MemoryBus(max_message_bytes=100_000)  # at quality 100 the frames are 51-114 KB
+    with caplog.at_level("ERROR", logger="vidnexus.streams.ingest"):
+        st = StreamWorker(StreamSpec("big", CAR, fps=0.5, jpeg_quality=100), bus, "f").run()
+    assert st.state == "done" and st.rejected > 0 and st.published > 0 and st.published + st.rejected == st.sampled
+    # the log names each rejected frame by its index in the source (it said "frame 0" for every one)
+    named = [int(m[1]) for r in caplog.records if (m := re.search(r"source frame (\d+)", r.getMessage()))]
+    assert len(named) == st.rejected and len(set(named)) == st.rejected and all(i % 25 == 0 for i in named)
+
+
+def test_a_stream_whose_every_frame_is_rejected_fails():
+    bus = MemoryBus(max_message_bytes=2_000)
+    st = StreamWorker(StreamSpec("big", "synthetic://hud?fps=5&seconds=1", every_n=1), bus, "f").run()
+    assert (st.state, st.published, st.rejected) == ("failed", 0, 5) and "all 5 sampled frames were rejected" in st.reason
+
+
+def test_http_file_plays_once_and_live_hls_stays_live(tmp_path):
+    hls(tmp_path / "vod", live=False)
+    hls(tmp_path / "live", live=True)
+    with http_server(tmp_path) as base:
+        vod = StreamWorker(StreamSpec("vod", f"{base}/vod/index.m3u8", every_n=1), MemoryBus(), "f")
+        assert vod.run().state == "done" and vod.kind == "playlist" and vod.status.published == 75
+        live = StreamWorker(StreamSpec("live", f"{base}/live/index.m3u8", every_n=1), MemoryBus(), "f",
+                            open_timeout_s=2.0)
+        t = threading.Thread(target=live.run, daemon=True)
+        t.start()
+        deadline = time.monotonic() + 10
+        while live.status.published == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        live.stop.set()
+        t.join(timeout=15)
+    assert live.kind == "live" and live.status.published > 0 and live.status.state == "stopped"
 
 
 def test_live_source_reconnects_with_backoff():

@@ -1,9 +1,10 @@
 """Ingest: decode → sample → JPEG → Frame on the frames topic (keyed by stream, so per-stream order
 holds within a partition).
 
-One :class:`StreamWorker` per stream. Files run as fast as possible (or paced at real time) and end;
-live sources (RTSP, HTTP) sample by the wall clock, drop frames that arrive stale instead of falling
-behind, and reconnect with exponential backoff when they fail, with the state visible in
+One :class:`StreamWorker` per stream. Files (local, or an ordinary video file over HTTP, or an HLS
+VOD playlist) run as fast as possible (or paced at real time) and end; live sources (RTSP, live HLS,
+HTTP streams without a length) sample by the wall clock, drop frames that arrive stale instead of
+falling behind, and reconnect with exponential backoff when they fail, with the state visible in
 :class:`StreamStatus`. A file that cannot be decoded fails that stream only, with the reason.
 """
 
@@ -11,44 +12,21 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from vidnexus.clock import Clock, MonotonicClock, wall_time
 from vidnexus.connectors.bus import Bus
 from vidnexus.errors import ConnectorError, StreamError
 from vidnexus.streams.frame import Frame, encode_frame, jpeg_encode
+from vidnexus.streams.media_verdicts import SourceKind, after_failure
 from vidnexus.streams.sampling import EveryNth, FpsSampler
-from vidnexus.streams.sources import is_live, open_source
+from vidnexus.streams.sources import open_source
+from vidnexus.streams.spec import StreamSpec, url_scheme
 
-__all__ = ["StreamSpec", "StreamStatus", "StreamWorker", "Backoff"]
+__all__ = ["StreamSpec", "StreamStatus", "StreamWorker", "Backoff"]  # StreamSpec lives in streams/spec.py
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class StreamSpec:
-    """What to ingest and how to sample it: ``fps`` (by presentation time), ``every_n`` frames, or
-    ``keyframes_only``."""
-
-    name: str
-    url: str
-    fps: float | None = 1.0
-    every_n: int | None = None
-    keyframes_only: bool = False
-    apps: tuple[str, ...] = ()
-    tags: dict[str, str] = field(default_factory=dict)
-    jpeg_quality: int = 85
-    max_side: int | None = None
-    realtime: bool = False
-
-    def __post_init__(self) -> None:
-        if self.fps is not None and not self.fps > 0:
-            raise StreamError(f"stream {self.name}: fps must be > 0, got {self.fps}")
-        if self.every_n is not None and self.every_n < 1:
-            raise StreamError(f"stream {self.name}: every_n must be >= 1, got {self.every_n}")
-        if not 1 <= self.jpeg_quality <= 100:
-            raise StreamError(f"stream {self.name}: JPEG quality must be 1-100, got {self.jpeg_quality}")
 
 
 @dataclass
@@ -62,6 +40,8 @@ class StreamStatus:
     rejected: int = 0
     stale: int = 0
     errors: int = 0
+    corrupt: int = 0
+    """Packets the decoder rejected and that were skipped (``StreamSpec.skip_corrupt``)."""
     reconnects: int = 0
     last_pts: float = 0.0
     max_gap_s: float = 0.0
@@ -102,72 +82,101 @@ class StreamWorker:
         self.status = StreamStatus(spec.name)
         self.stop = threading.Event()
         self._seq = 0
-        self.live = is_live(spec.url)
+        self.scheme = url_scheme(spec.url)
+        self.kind: SourceKind | None = None
+        """What the source turned out to be when it was opened (None until then)."""
+
+    @property
+    def live(self) -> bool:
+        return self.kind == "live"
 
     def _sampler(self) -> Any:
         if self.spec.every_n:
             return EveryNth(self.spec.every_n)
+        if self.spec.keyframes_only:
+            return EveryNth(1)
         return FpsSampler(self.spec.fps or 1.0)
 
     def run(self) -> StreamStatus:
         st = self.status
         st.started = self.clock.now()
         live_sampler = self._sampler()  # live: one sampler on the wall clock across reconnects
+        tries_without_frame = 0
         while not self.stop.is_set():
-            src = open_source(self.spec.url, keyframes_only=self.spec.keyframes_only, timeout_s=self.open_timeout_s)
-            sampler = live_sampler if self.live else self._sampler()
-            opened = self.clock.now()
-            first_pts: list[float] = []
-
-            def keep(pts: float, index: int) -> bool:
-                if self.stop.is_set():
-                    raise _Stopped
-                if self.spec.keyframes_only:
-                    return True
-                if not self.live:
-                    if self.spec.realtime:
-                        self.clock.sleep(opened + pts - self.clock.now())
-                    return bool(sampler.keep(pts, index))
-                if not first_pts:
-                    first_pts.append(pts)
-                lag = (self.clock.now() - opened) - (pts - first_pts[0])
-                if lag > self.stale_s:
-                    st.stale += 1
-                    return False
-                return bool(sampler.keep(self.clock.now() - st.started, index))
-
-            base = st.decoded
+            base, base_corrupt = st.decoded, st.corrupt
+            src: Any = None
             try:
                 st.state = "running"
-                for raw in src.frames(keep):
-                    st.decoded = base + src.decoded
-                    self._publish(raw)
-                    self.backoff.reset()
-                st.decoded = base + src.decoded
+                src = open_source(self.spec.url, keyframes_only=self.spec.keyframes_only,
+                                  timeout_s=self.open_timeout_s, skip_corrupt=self.spec.skip_corrupt, clock=self.clock)
+                self.kind = src.open()
+                self._ingest(src, live_sampler if self.live else self._sampler(), base, base_corrupt)
                 if not self.live:
-                    st.state = "done"
+                    self._end_file()
                     return st
                 raise StreamError(f"{self.spec.url}: live source ended")
             except _Stopped:
-                st.decoded = base + src.decoded
                 break
             except Exception as e:  # any failure of this stream stays with this stream
                 if not isinstance(e, StreamError):
                     e = StreamError(f"{self.spec.url}: {type(e).__name__}: {e}")
-                st.decoded = base + src.decoded
                 st.errors += 1
                 st.reason = str(e)
-                if not self.live:
-                    st.state = "failed"
-                    logger.error("stream %s failed: %s", self.spec.name, e)
+                ever_decoded = base + (src.decoded if src is not None else 0) > 0
+                tries_without_frame = 0 if ever_decoded else tries_without_frame + 1
+                decision = after_failure(self.scheme, self.kind, tries_without_frame, str(e))
+                if decision.action == "fail":
+                    st.state, st.reason = "failed", decision.reason
+                    logger.error("stream %s failed: %s", self.spec.name, decision.reason)
                     return st
                 st.state = "reconnecting"
                 st.reconnects += 1
                 wait = self.backoff.next()
                 logger.warning("stream %s: %s; reconnecting in %.1f s", self.spec.name, e, wait)
                 self.stop.wait(wait)
+            finally:
+                if src is not None:
+                    st.decoded, st.corrupt = base + src.decoded, base_corrupt + src.corrupt
+                    src.close()
         st.state = "stopped"
         return st
+
+    def _ingest(self, src: Any, sampler: Any, base: int, base_corrupt: int) -> None:
+        """Decode, sample and publish until the source ends (or raises)."""
+        st = self.status
+        opened = self.clock.now()
+        first_pts: list[float] = []
+
+        def keep(pts: float, index: int) -> bool:
+            if self.stop.is_set():
+                raise _Stopped
+            if not self.live:
+                if self.spec.realtime:
+                    self.clock.sleep(opened + pts - self.clock.now())
+                return bool(sampler.keep(pts, index))
+            if not first_pts:
+                first_pts.append(pts)
+            lag = (self.clock.now() - opened) - (pts - first_pts[0])
+            if lag > self.stale_s:
+                st.stale += 1
+                return False
+            return bool(sampler.keep(self.clock.now() - st.started, index))
+
+        for raw in src.frames(keep):
+            st.decoded, st.corrupt = base + src.decoded, base_corrupt + src.corrupt
+            self._publish(raw)
+            self.backoff.reset()
+
+    def _end_file(self) -> None:
+        """A file read to its end is done, unless nothing it sampled could be published."""
+        st = self.status
+        if st.sampled and not st.published:
+            st.state = "failed"
+            st.reason = (f"{self.spec.url}: all {st.sampled} sampled frames were rejected as oversized; "
+                         "lower max_side or jpeg_quality")
+            logger.error("stream %s failed: %s", self.spec.name, st.reason)
+        else:
+            st.state = "done"
 
     def _publish(self, raw: Any) -> None:
         st = self.status
@@ -191,8 +200,8 @@ class StreamWorker:
         except ConnectorError as e:
             if "exceeds" in str(e):
                 st.rejected += 1
-                logger.error("stream %s frame %d rejected: %s (lower max_side or quality)", self.spec.name,
-                             self._seq, e)
+                logger.error("stream %s: source frame %d (pts %.3f s) rejected: %s (lower max_side or jpeg_quality)",
+                             self.spec.name, raw.index, raw.pts, e)
                 return
             raise
         t = self.clock.now()
