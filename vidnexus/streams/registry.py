@@ -2,21 +2,31 @@
 ingest status table ``stream_status`` that running ingest workers keep up to date.
 
 Both are ``ReplacingMergeTree(version)`` tables keyed by stream name and read with ``FINAL``, so every
-change is an insert and the newest row wins (this works on ClickHouse 18.16 and on chdb).
+change is an insert and the newest row wins (this works on ClickHouse 18.16 and on chdb). Opening the
+registry adds the columns newer versions need to tables an older version made
+(:func:`~vidnexus.connectors.store.ensure_table`).
+
+The registry is the door: :meth:`StreamRegistry.add` validates the spec (``StreamSpec``), stores local
+paths absolute and ``file://`` URLs decoded, and probes the source. Reading never fails on a row:
+one that no longer validates (written by an older version) is listed with ``state='invalid'`` and the
+reason in ``problem``, and ingest skips it.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
 
 from vidnexus.clock import wall_time
-from vidnexus.connectors.store import Column, Store, TableSchema, quote
+from vidnexus.connectors.store import Column, Store, TableSchema, ensure_table, quote
 from vidnexus.errors import StreamError
-from vidnexus.streams.ingest import StreamSpec, StreamStatus
+from vidnexus.streams.ingest import StreamStatus
 from vidnexus.streams.sources import ProbeInfo, probe
+from vidnexus.streams.spec import StreamSpec, normalize_url
 
 __all__ = ["StreamRegistry", "RegisteredStream", "STREAMS_TABLE", "STATUS_TABLE"]
 
@@ -25,7 +35,12 @@ STREAMS_TABLE = TableSchema(
     (Column("name", "String"), Column("url", "String"), Column("fps", "Float64"), Column("every_n", "UInt32"),
      Column("keyframes_only", "UInt8"), Column("apps", "Array(String)"), Column("tag_keys", "Array(String)"),
      Column("tag_values", "Array(String)"), Column("state", "String"), Column("probe", "String"),
-     Column("updated", "DateTime"), Column("version", "UInt64")),
+     Column("updated", "DateTime"), Column("version", "UInt64"),
+     # Added later (ensure_table migrates older tables; their rows read as 0: the defaults below).
+     Column("jpeg_quality", "UInt8"),  # 0: the default, 85
+     Column("max_side", "UInt32"),  # 0: no downscaling
+     Column("realtime", "UInt8"),
+     Column("stop_on_corrupt", "UInt8")),  # not skip_corrupt, so that rows from before it skip by default
     order_by=("name",),
     engine="ReplacingMergeTree(version)",
 )
@@ -34,7 +49,7 @@ STATUS_TABLE = TableSchema(
     "stream_status",
     (Column("name", "String"), Column("state", "String"), Column("reason", "String"), Column("decoded", "UInt64"),
      Column("sampled", "UInt64"), Column("published", "UInt64"), Column("rejected", "UInt64"),
-     Column("stale", "UInt64"), Column("errors", "UInt64"), Column("reconnects", "UInt64"),
+     Column("stale", "UInt64"), Column("errors", "UInt64"), Column("corrupt", "UInt64"), Column("reconnects", "UInt64"),
      Column("last_pts", "Float64"), Column("max_gap_s", "Float64"), Column("worker", "String"),
      Column("updated", "DateTime"), Column("version", "UInt64")),
     order_by=("name",),
@@ -42,6 +57,9 @@ STATUS_TABLE = TableSchema(
 )
 
 STATES = ("enabled", "paused", "removed")
+MAX_PROBE_TIMEOUT_S = 3600.0  # as `streams add --timeout` allows
+_COLUMNS = ("name", "url", "fps", "every_n", "keyframes_only", "apps", "tag_keys", "tag_values", "state", "probe",
+            "jpeg_quality", "max_side", "realtime", "stop_on_corrupt")
 
 
 def _version() -> int:
@@ -50,9 +68,48 @@ def _version() -> int:
 
 @dataclass(frozen=True)
 class RegisteredStream:
+    """A registry row. ``state`` is ``enabled``, ``paused``, ``removed``, or ``invalid`` when the row no
+    longer validates (``problem`` says why; ``spec`` then holds the stored values unchecked)."""
+
     spec: StreamSpec
     state: str
     probe: dict[str, Any]
+    problem: str = ""
+
+
+def registered_from_row(row: Sequence[Any]) -> RegisteredStream:
+    """A stored row (columns ``_COLUMNS``) as a RegisteredStream; never raises.
+
+    Rows keep meaning what ingest did with them when they were written: ``every_n`` or keyframes win
+    over a stored ``fps``, and 0 in a column added later means its default.
+    """
+    name, url, fps, every_n, kf, apps, keys, values, state, pr, quality, max_side, realtime, stop = row
+    problem = ""
+    if every_n or kf:
+        fps = None
+    elif fps is None or (isinstance(fps, float) and not math.isfinite(fps)):
+        # chdb returns a stored inf or nan as NULL
+        problem = (f"stream {name}: the stored fps is not a finite number (inf or nan, written by an older "
+                   "version); use a finite number > 0")
+        fps = math.nan
+    fields: dict[str, Any] = dict(
+        name=name, url=url, fps=fps or None, every_n=every_n or None, keyframes_only=bool(kf), apps=tuple(apps or ()),
+        tags=dict(zip(keys or (), values or ())), jpeg_quality=quality or 85, max_side=max_side or None,
+        realtime=bool(realtime), skip_corrupt=not stop)
+    try:
+        spec = StreamSpec(**fields, check=not problem)
+    except Exception as e:  # StreamError, or a TypeError from a value no version should have written
+        problem = str(e)
+        spec = StreamSpec(**fields, check=False)
+    try:
+        probe_doc = json.loads(pr or "{}")
+    except ValueError:
+        probe_doc = {}
+    if not isinstance(probe_doc, dict):
+        probe_doc = {}
+    if problem and state != "removed":
+        state = "invalid"
+    return RegisteredStream(spec, state, probe_doc, problem)
 
 
 class StreamRegistry:
@@ -60,23 +117,37 @@ class StreamRegistry:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        store.create_table(STREAMS_TABLE)
-        store.create_table(STATUS_TABLE)
+        ensure_table(store, STREAMS_TABLE)
+        ensure_table(store, STATUS_TABLE)
 
     def _write(self, spec: StreamSpec, state: str, probe_doc: dict[str, Any]) -> None:
         import datetime as dt
 
-        self.store.insert(STREAMS_TABLE.name, STREAMS_TABLE.column_names, [(
-            spec.name, spec.url, float(spec.fps or 0.0), int(spec.every_n or 0), int(spec.keyframes_only),
-            list(spec.apps), list(spec.tags), list(spec.tags.values()), state, json.dumps(probe_doc),
-            dt.datetime.fromtimestamp(int(wall_time())), _version())])
+        row = {
+            "name": spec.name, "url": spec.url, "fps": float(spec.fps or 0.0), "every_n": int(spec.every_n or 0),
+            "keyframes_only": int(spec.keyframes_only), "apps": list(spec.apps), "tag_keys": list(spec.tags),
+            "tag_values": list(spec.tags.values()), "state": state, "probe": json.dumps(probe_doc),
+            "updated": dt.datetime.fromtimestamp(int(wall_time())), "version": _version(),
+            "jpeg_quality": spec.jpeg_quality, "max_side": spec.max_side or 0, "realtime": int(spec.realtime),
+            "stop_on_corrupt": int(not spec.skip_corrupt)}
+        self.store.insert(STREAMS_TABLE.name, STREAMS_TABLE.column_names, [tuple(row[c] for c in STREAMS_TABLE.column_names)])
 
     def add(self, spec: StreamSpec, *, check: bool = True, timeout_s: float = 10.0) -> RegisteredStream:
-        """Validate and register. Raises StreamError naming what is wrong."""
+        """Validate and register: a local path is stored absolute (relative to this process's working
+        directory) and a ``file://`` URL decoded; with ``check`` the source is probed first.
+
+        Raises:
+            StreamError: one line naming the stream and what is wrong.
+        """
         from vidnexus.apps import known_apps
 
-        if not spec.name or not all(c.isalnum() or c in "-_." for c in spec.name):
-            raise StreamError(f"stream name {spec.name!r}: use letters, digits, '-', '_' and '.'")
+        if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and 0 < timeout_s <= MAX_PROBE_TIMEOUT_S):
+            raise StreamError(f"stream {spec.name}: probe timeout {timeout_s!r} s is not allowed; use a number of "
+                              f"seconds > 0 and <= {MAX_PROBE_TIMEOUT_S:g}")
+        try:
+            spec = replace(spec, url=normalize_url(spec.url, os.getcwd()))
+        except StreamError as e:
+            raise StreamError(f"stream {spec.name}: {e}") from None
         unknown = [a for a in spec.apps if a not in known_apps()]
         if unknown:
             raise StreamError(f"stream {spec.name}: unknown app(s) {unknown}; known: {sorted(known_apps())}")
@@ -85,22 +156,20 @@ class StreamRegistry:
             raise StreamError(f"stream {spec.name} already exists ({existing.spec.url}); remove it first")
         info: dict[str, Any] = {}
         if check:
-            p: ProbeInfo = probe(spec.url, timeout_s=timeout_s)
+            try:
+                p: ProbeInfo = probe(spec.url, timeout_s=timeout_s)
+            except StreamError as e:
+                raise StreamError(f"stream {spec.name}: {e}") from None
             info = dict(p.__dict__)
         self._write(spec, "enabled", info)
         return RegisteredStream(spec, "enabled", info)
 
     def list(self, include_removed: bool = False) -> list[RegisteredStream]:
+        """Every stream (but removed ones unless asked), including rows that no longer validate
+        (``state='invalid'``)."""
         where = "" if include_removed else "WHERE state != 'removed'"
-        res = self.store.query(
-            "SELECT name, url, fps, every_n, keyframes_only, apps, tag_keys, tag_values, state, probe "
-            f"FROM {STREAMS_TABLE.name} FINAL {where} ORDER BY name")
-        out = []
-        for name, url, fps, every_n, kf, apps, keys, values, state, pr in res.rows:
-            spec = StreamSpec(name, url, fps=fps or None, every_n=every_n or None, keyframes_only=bool(kf),
-                              apps=tuple(apps), tags=dict(zip(keys, values)))
-            out.append(RegisteredStream(spec, state, json.loads(pr or "{}")))
-        return out
+        res = self.store.query(f"SELECT {', '.join(_COLUMNS)} FROM {STREAMS_TABLE.name} FINAL {where} ORDER BY name")
+        return [registered_from_row(row) for row in res.rows]
 
     def get(self, name: str, missing_ok: bool = False) -> RegisteredStream | None:
         for r in self.list():
@@ -115,8 +184,11 @@ class StreamRegistry:
             raise StreamError(f"unknown stream state {state!r}")
         r = self.get(name)
         assert r is not None
+        if r.problem and state == "enabled":
+            raise StreamError(f"{r.problem}; it cannot be resumed: remove stream {name} and add it again")
         self._write(r.spec, state, r.probe)
-        return RegisteredStream(r.spec, state, r.probe)
+        shown = "invalid" if r.problem and state != "removed" else state
+        return RegisteredStream(r.spec, shown, r.probe, r.problem)
 
     def pause(self, name: str) -> RegisteredStream:
         return self.set_state(name, "paused")
@@ -135,7 +207,7 @@ class StreamRegistry:
         v = _version()
         self.store.insert(STATUS_TABLE.name, STATUS_TABLE.column_names, [
             (s.name, s.state, s.reason[:1000], s.decoded, s.sampled, s.published, s.rejected, s.stale, s.errors,
-             s.reconnects, s.last_pts, s.max_gap_s, worker, now, v) for s in statuses])
+             s.corrupt, s.reconnects, s.last_pts, s.max_gap_s, worker, now, v) for s in statuses])
 
     def status(self, name: str) -> dict[str, Any] | None:
         res = self.store.query(f"SELECT * FROM {STATUS_TABLE.name} FINAL WHERE name = {quote(name)}")

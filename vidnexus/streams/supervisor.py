@@ -41,9 +41,10 @@ class IngestSupervisor:
         self.name = f"{socket.gethostname()}:{shard}/{shards}"
 
     def sync(self) -> None:
-        """Start, stop or restart workers to match the registry."""
-        wanted = {r.spec.name: r.spec for r in self.registry.list()
-                  if r.state == "enabled" and in_shard(r.spec.name, self.shard, self.shards)}
+        """Start, stop or restart workers to match the registry. A row that no longer validates is
+        skipped: it is logged once and reported as failed with its problem."""
+        rows = [r for r in self.registry.list() if in_shard(r.spec.name, self.shard, self.shards)]
+        wanted = {r.spec.name: r.spec for r in rows if r.state == "enabled"}
         for name, (w, t) in list(self.workers.items()):
             if not t.is_alive():  # ended by itself: a file that is done, or a stream that failed
                 self.ended[name] = (w.spec, w.status)
@@ -53,6 +54,11 @@ class IngestSupervisor:
                 t.join(timeout=15)
                 self.ended[name] = (w.spec, w.status)
                 del self.workers[name]
+        for r in rows:
+            ended = self.ended.get(r.spec.name)
+            if r.state == "invalid" and (ended is None or ended[1].reason != r.problem):
+                logger.warning("stream %s skipped: %s", r.spec.name, r.problem)
+                self.ended[r.spec.name] = (r.spec, StreamStatus(r.spec.name, state="failed", reason=r.problem))
         for name, spec in wanted.items():
             ended = self.ended.get(name)
             if name in self.workers or (ended is not None and ended[0] == spec
