@@ -11,6 +11,8 @@ the bad ones run beside it. The test prints ``isolated_with_reason / bad_inputs_
 from __future__ import annotations
 
 import math
+import shutil
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -31,6 +33,7 @@ from vidnexus.streams.supervisor import IngestSupervisor
 from .media import (CAR, PERSON, corrupt_packets, cut_copy, fifo, frames_of, hls, http_server, make_clip, packets,
                     silent_server, truncate)
 
+FFMPEG = shutil.which("ffmpeg")
 BUS_LIMIT = 50_000  # bytes per message: a 768x432 frame is ~20 KB at quality 85 and ~90 KB at 100
 
 
@@ -54,6 +57,10 @@ class Media:
         opts = kw.pop("options", None)
         tag = "-fs" if opts else ""
         return self.file(f"clip{tag}.{ext}", lambda p: make_clip(p, codec=codec, options=opts, **kw))
+
+    def ffmpeg(self, name: str, *args: str) -> str:
+        """The output of ``ffmpeg -y <args> <name>``."""
+        return self.file(name, lambda p: subprocess.run([FFMPEG, "-v", "error", "-y", *args, str(p)], check=True))
 
     def car_cut(self, faststart: bool = False) -> str:
         opts = {"movflags": "+faststart"} if faststart else None
@@ -210,6 +217,23 @@ CASES = [
     Case("hls-live", "HLS without #EXT-X-ENDLIST over HTTP: stays live", lambda m: (hls(m.root / "live", live=True),
          f"{m.http}/live/index.m3u8")[1], "live", bad=False, live=True),
 ]
+
+
+if FFMPEG:  # the issue's reproductions, with the real tool
+    CASES += [
+        Case("ffmpeg-cut-car", "ffmpeg -ss 6 -t 4 -i car-detection.mp4 -c copy (failed: '50 of 65')",
+             lambda m: m.ffmpeg("ff-car.mp4", "-ss", "6", "-t", "4", "-i", CAR, "-c", "copy", "-an"), 50,
+             {"every_n": 1, "max_side": 128}, bad=False),
+        Case("ffmpeg-cut-person", "ffmpeg -ss 3.3 -t 12.5 -i one-by-one-person-detection.mp4 -c copy",
+             lambda m: m.ffmpeg("ff-person.mp4", "-ss", "3.3", "-t", "12.5", "-i", PERSON, "-c", "copy", "-an"), 126,
+             {"every_n": 1, "max_side": 128}, bad=False),
+        Case("ffmpeg-truncated-mkv", "ffmpeg -t 10 -c copy to MKV, cut at 40% (ended 'done')",
+             lambda m: m.file("ff-t.mkv", lambda p: truncate(m.ffmpeg("ff-car.mkv", "-i", CAR, "-t", "10", "-c", "copy"),
+                                                             p, 0.4)), "its video ends at"),
+        Case("ffmpeg-truncated-ts", "ffmpeg -t 10 -c copy to MPEG-TS, cut at 40% (ended 'done')",
+             lambda m: m.file("ff-t.ts", lambda p: truncate(m.ffmpeg("ff-car.ts", "-i", CAR, "-t", "10", "-c", "copy"),
+                                                            p, 0.4)), "ends inside a container packet"),
+    ]
 
 
 def _register(reg: StreamRegistry, case: Case, url: str) -> str | None:
