@@ -122,8 +122,15 @@ def test_backoff_grows_and_caps():
     assert b.next() == 0.5
 
 
-def test_registry_and_supervisor_follow_changes(tmp_path):
-    reg = StreamRegistry(ChdbStore(tmp_path / "db"))
+@pytest.fixture
+def store(tmp_path):
+    s = ChdbStore(tmp_path / "db")  # closed: chdb serves one data directory per process
+    yield s
+    s.close()
+
+
+def test_registry_and_supervisor_follow_changes(store):
+    reg = StreamRegistry(store)
     reg.add(StreamSpec("a", "synthetic://hud?fps=10&seconds=3&seed=1", fps=5.0, apps=("hud",), tags={"site": "x"}))
     reg.add(StreamSpec("b", "synthetic://hud?fps=10&seconds=3&seed=2", fps=5.0))
     with pytest.raises(StreamError, match="already exists"):

@@ -22,7 +22,6 @@ from urllib.parse import quote
 
 import numpy as np
 
-from vidnexus.connectors.chdb_store import ChdbStore
 from vidnexus.connectors.memory_bus import MemoryBus
 from vidnexus.errors import StreamError
 from vidnexus.streams.ingest import Backoff, StreamWorker
@@ -255,12 +254,12 @@ def _store_row(reg: StreamRegistry, case: Case, url: str) -> None:
     reg.store.insert(STREAMS_TABLE.name, STREAMS_TABLE.column_names, [tuple(row[c] for c in STREAMS_TABLE.column_names)])
 
 
-def test_bad_media_corpus(tmp_path, monkeypatch):
+def test_bad_media_corpus(store, tmp_path, monkeypatch):
     t_start = time.perf_counter()
     media_dir, elsewhere = tmp_path / "media", tmp_path / "elsewhere"
     media_dir.mkdir()
     elsewhere.mkdir()
-    reg = StreamRegistry(ChdbStore(tmp_path / "db"))
+    reg = StreamRegistry(store)
     outcome: dict[str, str] = {}
     ok: dict[str, bool] = {}
     with http_server(media_dir) as base, silent_server() as port:

@@ -7,7 +7,6 @@ import math
 
 import pytest
 
-from vidnexus.connectors.chdb_store import ChdbStore
 from vidnexus.connectors.memory_bus import MemoryBus
 from vidnexus.connectors.store import Column, TableSchema
 from vidnexus.errors import StreamError
@@ -67,8 +66,8 @@ def _insert(reg, **changes):
     reg.store.insert(STREAMS_TABLE.name, STREAMS_TABLE.column_names, [tuple(values[c] for c in STREAMS_TABLE.column_names)])
 
 
-def test_registry_lists_a_row_that_no_longer_validates_and_ingest_skips_it(tmp_path, caplog):
-    reg = StreamRegistry(ChdbStore(tmp_path / "db"))
+def test_registry_lists_a_row_that_no_longer_validates_and_ingest_skips_it(store, caplog):
+    reg = StreamRegistry(store)
     reg.add(StreamSpec("good", HUD, every_n=1))
     _insert(reg, name="old", fps=math.inf)  # as `--fps inf` stored it before
     listed = {r.spec.name: r for r in reg.list()}
@@ -95,9 +94,9 @@ def test_registry_lists_a_row_that_no_longer_validates_and_ingest_skips_it(tmp_p
     assert reg.get("old").state == "enabled"
 
 
-def test_registry_keeps_every_option_and_stores_paths_absolute(tmp_path, monkeypatch):
+def test_registry_keeps_every_option_and_stores_paths_absolute(store, tmp_path, monkeypatch):
     clip = make_clip(tmp_path / "my clip.mp4", frames=10)
-    reg = StreamRegistry(ChdbStore(tmp_path / "db"))
+    reg = StreamRegistry(store)
     monkeypatch.chdir(tmp_path)
     spec = StreamSpec("a", "my clip.mp4", every_n=2, jpeg_quality=60, max_side=32, realtime=True, skip_corrupt=False)
     added = reg.add(spec)
@@ -108,14 +107,13 @@ def test_registry_keeps_every_option_and_stores_paths_absolute(tmp_path, monkeyp
 
 
 @pytest.mark.parametrize("timeout", [-1.0, 0.0, math.inf, math.nan, 3601.0])
-def test_add_refuses_a_probe_timeout_out_of_range(tmp_path, timeout):
-    reg = StreamRegistry(ChdbStore(tmp_path / "db"))
+def test_add_refuses_a_probe_timeout_out_of_range(store, timeout):
+    reg = StreamRegistry(store)
     with pytest.raises(StreamError, match=r"stream a: probe timeout .* s is not allowed"):
         reg.add(StreamSpec("a", HUD), timeout_s=timeout)
 
 
-def test_tables_of_an_older_version_are_migrated(tmp_path):
-    store = ChdbStore(tmp_path / "db")
+def test_tables_of_an_older_version_are_migrated(store):
     old_streams = TableSchema("streams", STREAMS_TABLE.columns[:12], order_by=("name",),
                               engine="ReplacingMergeTree(version)")
     old_status = TableSchema("stream_status", tuple(Column(n, t) for n, t in [
