@@ -82,7 +82,8 @@ def test_oversized_frames_are_rejected_not_truncated(caplog):
 def test_a_stream_whose_every_frame_is_rejected_fails():
     bus = MemoryBus(max_message_bytes=2_000)
     st = StreamWorker(StreamSpec("big", "synthetic://hud?fps=5&seconds=1", every_n=1), bus, "f").run()
-    assert (st.state, st.published, st.rejected) == ("failed", 0, 5) and "all 5 sampled frames were rejected" in st.reason
+    assert (st.state, st.published, st.rejected) == ("failed", 0, 5)
+    assert "all 5 sampled frames were rejected" in st.reason
 
 
 def test_http_file_plays_once_and_live_hls_stays_live(tmp_path):

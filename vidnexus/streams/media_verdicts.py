@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = ["SourceKind", "classify_source", "EndEvidence", "Ending", "judge_end", "corrupt_problem",
-           "AfterFailure", "after_failure", "open_failure_reason", "ends_mid_packet", "MAX_CORRUPT_FRACTION", "CORRUPT_GRACE",
+           "AfterFailure", "after_failure", "open_failure_reason", "ends_mid_packet", "MAX_CORRUPT_FRACTION",
+           "CORRUPT_GRACE",
            "MAX_TRIES_WITHOUT_FRAME", "TRUNCATION_TOLERANCE"]
 
 SourceKind = Literal["file", "live", "playlist"]

@@ -130,7 +130,8 @@ class StreamRegistry:
             "updated": dt.datetime.fromtimestamp(int(wall_time())), "version": _version(),
             "jpeg_quality": spec.jpeg_quality, "max_side": spec.max_side or 0, "realtime": int(spec.realtime),
             "stop_on_corrupt": int(not spec.skip_corrupt)}
-        self.store.insert(STREAMS_TABLE.name, STREAMS_TABLE.column_names, [tuple(row[c] for c in STREAMS_TABLE.column_names)])
+        names = STREAMS_TABLE.column_names
+        self.store.insert(STREAMS_TABLE.name, names, [tuple(row[c] for c in names)])
 
     def add(self, spec: StreamSpec, *, check: bool = True, timeout_s: float = 10.0) -> RegisteredStream:
         """Validate and register: a local path is stored absolute (relative to this process's working
@@ -141,7 +142,8 @@ class StreamRegistry:
         """
         from vidnexus.apps import known_apps
 
-        if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and 0 < timeout_s <= MAX_PROBE_TIMEOUT_S):
+        ok = isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s)
+        if not (ok and 0 < timeout_s <= MAX_PROBE_TIMEOUT_S):
             raise StreamError(f"stream {spec.name}: probe timeout {timeout_s!r} s is not allowed; use a number of "
                               f"seconds > 0 and <= {MAX_PROBE_TIMEOUT_S:g}")
         try:

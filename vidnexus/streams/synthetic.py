@@ -23,8 +23,8 @@ import numpy as np
 
 from vidnexus.errors import StreamError
 
-__all__ = ["SyntheticSource", "synthetic_source", "GENERATORS", "RawFrame", "HudLayout", "render_digit_cell", "HUD", "FONTS",
-           "query_number", "rate_problem", "size_problem"]
+__all__ = ["SyntheticSource", "synthetic_source", "GENERATORS", "RawFrame", "HudLayout", "render_digit_cell", "HUD",
+           "FONTS", "query_number", "rate_problem", "size_problem"]
 
 MAX_FPS = 1000.0
 MAX_SECONDS = 1e7  # ~116 days of video

@@ -227,11 +227,12 @@ if FFMPEG:  # the issue's reproductions, with the real tool
              lambda m: m.ffmpeg("ff-person.mp4", "-ss", "3.3", "-t", "12.5", "-i", PERSON, "-c", "copy", "-an"), 126,
              {"every_n": 1, "max_side": 128}, bad=False),
         Case("ffmpeg-truncated-mkv", "ffmpeg -t 10 -c copy to MKV, cut at 40% (ended 'done')",
-             lambda m: m.file("ff-t.mkv", lambda p: truncate(m.ffmpeg("ff-car.mkv", "-i", CAR, "-t", "10", "-c", "copy"),
-                                                             p, 0.4)), "its video ends at"),
+             lambda m: m.file("ff-t.mkv", lambda p: truncate(
+                 m.ffmpeg("ff-car.mkv", "-i", CAR, "-t", "10", "-c", "copy"), p, 0.4)), "its video ends at"),
         Case("ffmpeg-truncated-ts", "ffmpeg -t 10 -c copy to MPEG-TS, cut at 40% (ended 'done')",
-             lambda m: m.file("ff-t.ts", lambda p: truncate(m.ffmpeg("ff-car.ts", "-i", CAR, "-t", "10", "-c", "copy"),
-                                                            p, 0.4)), "ends inside a container packet"),
+             lambda m: m.file("ff-t.ts", lambda p: truncate(
+                 m.ffmpeg("ff-car.ts", "-i", CAR, "-t", "10", "-c", "copy"), p, 0.4)),
+             "ends inside a container packet"),
     ]
 
 
@@ -251,7 +252,8 @@ def _store_row(reg: StreamRegistry, case: Case, url: str) -> None:
     row = {"name": case.name, "url": url, "fps": 1.0, "every_n": 0, "keyframes_only": 0, "apps": [], "tag_keys": [],
            "tag_values": [], "state": "enabled", "probe": "{}", "updated": __import__("datetime").datetime(2024, 1, 1),
            "version": 1, "jpeg_quality": 85, "max_side": 0, "realtime": 0, "stop_on_corrupt": 0, **(case.stored or {})}
-    reg.store.insert(STREAMS_TABLE.name, STREAMS_TABLE.column_names, [tuple(row[c] for c in STREAMS_TABLE.column_names)])
+    names = STREAMS_TABLE.column_names
+    reg.store.insert(STREAMS_TABLE.name, names, [tuple(row[c] for c in names)])
 
 
 def test_bad_media_corpus(store, tmp_path, monkeypatch):
@@ -293,7 +295,8 @@ def test_bad_media_corpus(store, tmp_path, monkeypatch):
         runner = threading.Thread(target=sup.run, kwargs={"once": True}, daemon=True)
         runner.start()
         runner.join(timeout=120)
-        assert not runner.is_alive(), f"ingest --once did not return: {[s for s in sup.statuses() if s.state != 'done']}"
+        running = [s for s in sup.statuses() if s.state != "done"]
+        assert not runner.is_alive(), f"ingest --once did not return: {running}"
 
     statuses = {s.name: s for s in sup.statuses()}
     published: dict[str, list[int]] = {}

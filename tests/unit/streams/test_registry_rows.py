@@ -30,7 +30,8 @@ def row(**changes):
 
 
 @pytest.mark.parametrize("name, raw, state, problem, check", [
-    ("valid", row(), "enabled", "", lambda s: (s.fps, s.jpeg_quality, s.max_side, s.skip_corrupt) == (2.0, 85, None, True)),
+    ("valid", row(), "enabled", "",
+     lambda s: (s.fps, s.jpeg_quality, s.max_side, s.skip_corrupt) == (2.0, 85, None, True)),
     ("fps=inf read back by chdb as NULL", row(fps=None), "invalid", "stored fps is not a finite number",
      lambda s: math.isnan(s.fps)),
     ("fps=inf read back by a server", row(fps=math.inf), "invalid", "not a finite number", None),
@@ -63,7 +64,8 @@ def _insert(reg, **changes):
                   state="enabled", probe="{}", updated=dt.datetime(2024, 1, 1), version=1, jpeg_quality=0,
                   max_side=0, realtime=0, stop_on_corrupt=0)
     values.update(changes)
-    reg.store.insert(STREAMS_TABLE.name, STREAMS_TABLE.column_names, [tuple(values[c] for c in STREAMS_TABLE.column_names)])
+    names = STREAMS_TABLE.column_names
+    reg.store.insert(STREAMS_TABLE.name, names, [tuple(values[c] for c in names)])
 
 
 def test_registry_lists_a_row_that_no_longer_validates_and_ingest_skips_it(store, caplog):
