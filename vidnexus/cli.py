@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -290,24 +291,37 @@ def models_profile(
 
 
 # -- streams -----------------------------------------------------------------------------------
-def _registry() -> Any:
+@contextlib.contextmanager
+def _registry() -> Iterator[Any]:
+    """The stream registry on the configured store, closed after use."""
     from vidnexus.connectors.store import open_store
     from vidnexus.streams.registry import StreamRegistry
 
-    return StreamRegistry(open_store(_settings()))
+    store = open_store(_settings())
+    try:
+        yield StreamRegistry(store)
+    finally:
+        store.close()
 
 
 @streams_app.command("add")
 def streams_add(
     name: str = typer.Argument(..., help="Stream name (letters, digits, '-', '_', '.')."),
     url: str = typer.Argument(..., help="File path, rtsp://, http(s):// (incl. HLS) or synthetic://hud?…"),
-    fps: Optional[float] = typer.Option(None, callback=_finite, help="Sample this many frames per second of video."),
+    fps: Optional[float] = typer.Option(None, callback=_finite, min=0.001, max=1000.0,
+                                        help="Sample this many frames per second of video (default 1 when "
+                                             "neither --every-n nor --keyframes is given)."),
     every_n: Optional[int] = typer.Option(None, min=1, max=2**32 - 1, help="Sample every n-th frame instead."),
-    keyframes: bool = typer.Option(False, help="Decode and sample keyframes only."),
+    keyframes: bool = typer.Option(False, help="Decode and sample keyframes only (with --every-n: every n-th)."),
     app_: list[str] = typer.Option([], "--app", help="App this stream feeds (repeatable)."),
     tag: list[str] = typer.Option([], help="k=v tag (repeatable)."),
     quality: int = typer.Option(85, min=1, max=100, help="JPEG quality of published frames."),
-    max_side: Optional[int] = typer.Option(None, min=16, help="Downscale so the longer side is at most this."),
+    max_side: Optional[int] = typer.Option(None, min=16, max=16384,
+                                           help="Downscale so the longer side is at most this."),
+    realtime: bool = typer.Option(False, help="Pace a file at its own frame rate (as a camera would send it) "
+                                  "instead of as fast as it decodes."),
+    skip_corrupt: bool = typer.Option(True, help="Skip packets the decoder rejects and count them (the stream "
+                                      "fails above 10% corrupt); --no-skip-corrupt ends it at the first."),
     no_probe: bool = typer.Option(False, help="Skip the reachability/probe check."),
     timeout: float = typer.Option(10.0, callback=_finite, min=0.1, max=3600.0, help="Probe timeout (s)."),
 ) -> None:
@@ -320,38 +334,48 @@ def streams_add(
         if not sep or not k:
             raise VidnexusError(f"--tag {t!r}: expected k=v")
         tags[k] = v
-    if fps is None and every_n is None and not keyframes:
-        fps = 1.0
     spec = StreamSpec(name, url, fps=fps, every_n=every_n, keyframes_only=keyframes, apps=tuple(app_), tags=tags,
-                      jpeg_quality=quality, max_side=max_side)
-    r = _registry().add(spec, check=not no_probe, timeout_s=timeout)
+                      jpeg_quality=quality, max_side=max_side, realtime=realtime, skip_corrupt=skip_corrupt)
+    with _registry() as reg:
+        r = reg.add(spec, check=not no_probe, timeout_s=timeout)
     p = r.probe
-    extra = f" ({p['codec']} {p['width']}x{p['height']} @ {p['fps']:.2f} fps)" if p else ""
+    extra = f" ({p.get('kind', '?')}, {p['codec']} {p['width']}x{p['height']} @ {p['fps']:.2f} fps)" if p else ""
     console.print(f"added stream {name}{extra}")
 
 
 @streams_app.command("list")
 def streams_list(all_: bool = typer.Option(False, "--all", help="Include removed streams.")) -> None:
     """Registered streams."""
-    t = Table("name", "state", "url", "sampling", "apps", "tags")
-    for r in _registry().list(include_removed=all_):
+    t = Table("name", "state", "url", "sampling", "apps", "tags", "problem")
+    with _registry() as reg:
+        rows = reg.list(include_removed=all_)
+    for r in rows:
         s = r.spec
-        sampling = "keyframes" if s.keyframes_only else (f"every {s.every_n}" if s.every_n else f"{s.fps:g} fps")
-        t.add_row(s.name, r.state, s.url, sampling, ",".join(s.apps), ",".join(f"{k}={v}" for k, v in s.tags.items()))
+        t.add_row(s.name, r.state, s.url, _sampling(s), ",".join(s.apps),
+                  ",".join(f"{k}={v}" for k, v in s.tags.items()), r.problem)
     console.print(t)
+
+
+def _sampling(s: Any) -> str:
+    """How a stream is sampled, in words (works for rows that no longer validate)."""
+    every = f"every {s.every_n}" if s.every_n else ""
+    if s.keyframes_only:
+        return f"keyframes{', ' + every if every else ''}"
+    return every or (f"{s.fps:g} fps" if isinstance(s.fps, (int, float)) else str(s.fps))
 
 
 @streams_app.command("show")
 def streams_show(name: str = typer.Argument(...)) -> None:
     """One stream: registration, probe and the last status reported by ingest."""
-    reg = _registry()
-    r = reg.get(name)
-    console.print(f"name: {r.spec.name}\nstate: {r.state}\nurl: {r.spec.url}\nprobe: {r.probe}")
-    st = reg.status(name)
+    with _registry() as reg:
+        r = reg.get(name)
+        st = reg.status(name)
+    console.print(f"name: {r.spec.name}\nstate: {r.state}" + (f" ({r.problem})" if r.problem else "")
+                  + f"\nurl: {r.spec.url}\nsampling: {_sampling(r.spec)}\nprobe: {r.probe}", markup=False)
     if st:
-        keys = ("state", "reason", "decoded", "sampled", "published", "rejected", "stale", "errors", "reconnects",
-                "last_pts", "max_gap_s", "worker", "updated")
-        console.print("ingest: " + ", ".join(f"{k}={st[k]}" for k in keys if st.get(k) not in ("", None)))
+        keys = ("state", "reason", "decoded", "sampled", "published", "rejected", "stale", "corrupt", "errors",
+                "reconnects", "last_pts", "max_gap_s", "worker", "updated")
+        console.print("ingest: " + ", ".join(f"{k}={st[k]}" for k in keys if st.get(k) not in ("", None)), markup=False)
     else:
         console.print("ingest: no status reported yet")
 
@@ -359,21 +383,24 @@ def streams_show(name: str = typer.Argument(...)) -> None:
 @streams_app.command("pause")
 def streams_pause(name: str) -> None:
     """Stop ingesting a stream (running ingest workers pick this up)."""
-    _registry().pause(name)
+    with _registry() as reg:
+        reg.pause(name)
     console.print(f"paused {name}")
 
 
 @streams_app.command("resume")
 def streams_resume(name: str) -> None:
     """Resume a paused stream."""
-    _registry().resume(name)
+    with _registry() as reg:
+        reg.resume(name)
     console.print(f"resumed {name}")
 
 
 @streams_app.command("remove")
 def streams_remove(name: str) -> None:
     """Remove a stream."""
-    _registry().remove(name)
+    with _registry() as reg:
+        reg.remove(name)
     console.print(f"removed {name}")
 
 
@@ -384,8 +411,6 @@ def ingest(
     poll: float = typer.Option(2.0, callback=_finite, min=0.1, help="Seconds between registry checks."),
 ) -> None:
     """Ingest every enabled stream (of this shard) onto the frames topic, with live progress."""
-    from rich.live import Live
-
     from vidnexus.connectors.bus import open_bus
     from vidnexus.streams.supervisor import IngestSupervisor
 
@@ -396,10 +421,25 @@ def ingest(
     if not 0 <= i < n:
         raise VidnexusError(f"--shard {shard!r}: expected i/n with 0 <= i < n, e.g. 0/2 and 1/2")
     settings = _settings()
-    bus = open_bus(settings)
-    topic = settings.topic("frames")
-    bus.create_topic(topic, 8)
-    sup = IngestSupervisor(_registry(), bus, topic, shard=i, shards=n, poll_s=poll)
+    with _registry() as registry:
+        bus = open_bus(settings)
+        topic = settings.topic("frames")
+        bus.create_topic(topic, 8)
+        sup = IngestSupervisor(registry, bus, topic, shard=i, shards=n, poll_s=poll)
+        try:
+            _follow_ingest(sup, once)
+        finally:
+            bus.close()
+    failed = [s for s in sup.statuses() if s.state == "failed"]
+    if failed and once:
+        raise typer.Exit(1)
+
+
+def _follow_ingest(sup: Any, once: bool) -> None:
+    """Run the supervisor with a live table of every stream on stderr."""
+    import signal
+
+    from rich.live import Live
 
     from vidnexus.clock import MonotonicClock
 
@@ -407,17 +447,15 @@ def ingest(
 
     def table(statuses: list[Any]) -> Table:
         t = Table("stream", "state", "decoded", "dec fps", "sampled", "smp fps", "published", "since last",
-                  "stale", "errors", "reconnects", "reason")
+                  "stale", "corrupt", "errors", "reconnects", "reason")
         now = clock.now()
         for s in sorted(statuses, key=lambda s: s.name):
             up = max(1e-3, now - s.started) if s.started else 0.0
             since = f"{now - s.last_publish:.1f}s" if s.last_publish is not None and s.state == "running" else ""
             t.add_row(s.name, s.state, str(s.decoded), f"{s.decoded / up:.1f}" if up else "", str(s.sampled),
-                      f"{s.sampled / up:.1f}" if up else "", str(s.published), since, str(s.stale), str(s.errors),
-                      str(s.reconnects), s.reason[:60])
+                      f"{s.sampled / up:.1f}" if up else "", str(s.published), since, str(s.stale),
+                      str(s.corrupt), str(s.errors), str(s.reconnects), s.reason[:60])
         return t
-
-    import signal
 
     signal.signal(signal.SIGTERM, lambda *a: sup.stop.set())
     with Live(table([]), console=err_console, refresh_per_second=2) as live:
@@ -426,10 +464,6 @@ def ingest(
         except KeyboardInterrupt:
             sup.stop.set()
         live.update(table(sup.statuses()))
-    bus.close()
-    failed = [s for s in sup.statuses() if s.state == "failed"]
-    if failed and once:
-        raise typer.Exit(1)
 
 
 # -- bench -------------------------------------------------------------------------------------

@@ -128,6 +128,8 @@ def _one_line_error(capsys, rc: int) -> str | None:
     lines = [ln for ln in err.splitlines() if ln.strip()]
     if rc != 2 or len(lines) != 1 or not lines[0].startswith("error: ") or "Traceback" in err:
         return f"exit {rc}, stderr {err[-600:]!r}"
+    if "embedded store" in err:  # a store left open by an earlier command would mask the real error
+        return f"the store, not the input: {err!r}"
     return None
 
 

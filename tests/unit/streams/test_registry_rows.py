@@ -132,3 +132,23 @@ def test_tables_of_an_older_version_are_migrated(store):
     assert old.problem == "" and (old.spec.jpeg_quality, old.spec.max_side, old.spec.skip_corrupt) == (85, None, True)
     reg.report([StreamStatus("old", state="done", corrupt=3)], "w")
     assert reg.status("old")["corrupt"] == 3
+
+
+def test_streams_list_and_show_print_a_row_that_no_longer_validates(tmp_path, monkeypatch, capsys):
+    """`vidnexus streams list` (also `--all`) and `show` survive any row the registry can hold."""
+    from vidnexus.cli import run
+    from vidnexus.connectors.chdb_store import ChdbStore
+
+    monkeypatch.setenv("VNX_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("VNX_STORE", "chdb")
+    store = ChdbStore(tmp_path / "data" / "chdb")
+    try:
+        reg = StreamRegistry(store)
+        reg.add(StreamSpec("good", HUD, every_n=1))
+        _insert(reg, name="old", fps=math.inf)
+    finally:
+        store.close()
+    for args in (["streams", "list"], ["streams", "list", "--all"], ["streams", "show", "old"]):
+        assert run(args) == 0, capsys.readouterr().err
+        out = capsys.readouterr().out
+        assert "old" in out and "invalid" in out and "finite" in out

@@ -198,7 +198,7 @@ class _FileSource:
 
         from vidnexus.streams.sources import AvSource
 
-        frames = AvSource(f"file://{self.path}").frames()
+        frames = AvSource(str(self.path)).frames()
         try:
             for raw in frames:
                 if raw.pts > self.seconds:
