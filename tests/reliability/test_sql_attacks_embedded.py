@@ -117,11 +117,14 @@ def _documented_queries() -> list[tuple[str, str]]:
     for name, ref in APP_REFS.items():
         demo = importlib.import_module(ref.split(":")[0]).DEMO
         out += [(f"{name}: {title}", sql) for title, sql in demo.queries.items()]
+    reads = re.compile(r"(SELECT|WITH|SHOW|DESCRIBE|EXISTS|EXPLAIN)\b", re.I)
     for doc in sorted(Path("docs").glob("*.md")) + [Path("README.md")]:
         for block in re.findall(r"```sql\n(.*?)```", doc.read_text(), re.S):
-            for stmt in (s.strip() for s in block.split(";")):
-                if stmt:
-                    out.append((f"{doc.name}: {stmt[:40]}", stmt))
+            # The queries a reader would send (administration snippets, e.g. creating the reader
+            # user on one's own server, are not for the endpoint).
+            for stmt in (s.strip() for s in block.split(";\n")):
+                if reads.match(stmt):
+                    out.append((f"{doc.name}: {stmt[:40]}", stmt.rstrip(";")))
     return out
 
 

@@ -21,18 +21,32 @@ __all__ = ["Profile", "fit_linear"]
 
 
 def fit_linear(sizes: Sequence[int], lat: Sequence[float]) -> tuple[float, float]:
-    """Least-squares ℓ(b) = αb + β; returns (α, β) in the units of ``lat``."""
+    """Least-squares ℓ(b) = αb + β with α, β ≥ 0 (a latency neither shrinks with the batch nor starts
+    below zero: noisy small batches can tilt the free fit that way); returns (α, β) in the units of
+    ``lat``.
+
+    Example:
+        >>> fit_linear([1, 2, 3], [0.012, 0.014, 0.016])
+        (0.002, 0.01)
+        >>> fit_linear([1, 2, 4, 8], [0.001, 0.006, 0.011, 0.021])[1]  # free fit: β < 0
+        0.0
+    """
     n = len(sizes)
     if n == 0:
         raise ValueError("cannot fit a profile without measurements")
+    my = sum(lat) / n
     if n == 1:
         return 0.0, float(lat[0])
     mx = sum(sizes) / n
-    my = sum(lat) / n
     sxx = sum((x - mx) ** 2 for x in sizes)
     sxy = sum((x - mx) * (y - my) for x, y in zip(sizes, lat))
     alpha = sxy / sxx if sxx else 0.0
-    return alpha, my - alpha * mx
+    beta = my - alpha * mx
+    if alpha < 0:  # flat: the mean
+        return 0.0, my
+    if beta < 0:  # through the origin
+        return sum(x * y for x, y in zip(sizes, lat)) / sum(x * x for x in sizes), 0.0
+    return round(alpha, 12), round(beta, 12)
 
 
 @dataclass(frozen=True)
