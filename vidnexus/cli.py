@@ -185,7 +185,7 @@ def sql(
     """Run one SQL statement against the configured store (embedded chdb by default, or the
     ClickHouse server). Read-only unless --write: the statement is checked on ClickHouse's own
     parse tree (docs/operators.md#sql) and runs with readonly=1 and limits."""
-    from vidnexus.connectors.store import open_store
+    from vidnexus.connectors.factory import open_store
     from vidnexus.sql_guard import SqlGuard, SqlLimits
 
     if fmt not in ("table", "csv", "json"):
@@ -294,7 +294,7 @@ def models_profile(
 @contextlib.contextmanager
 def _registry() -> Iterator[Any]:
     """The stream registry on the configured store, closed after use."""
-    from vidnexus.connectors.store import open_store
+    from vidnexus.connectors.factory import open_store
     from vidnexus.streams.registry import StreamRegistry
 
     store = open_store(_settings())
@@ -411,7 +411,7 @@ def ingest(
     poll: float = typer.Option(2.0, callback=_finite, min=0.1, help="Seconds between registry checks."),
 ) -> None:
     """Ingest every enabled stream (of this shard) onto the frames topic, with live progress."""
-    from vidnexus.connectors.bus import open_bus
+    from vidnexus.connectors.factory import open_bus
     from vidnexus.streams.supervisor import IngestSupervisor
 
     try:
@@ -532,7 +532,7 @@ def scheduler(
     incremental) from their stats, and publish the plan to <prefix>.control."""
     import signal
 
-    from vidnexus.connectors.bus import open_bus
+    from vidnexus.connectors.factory import open_bus
     from vidnexus.gpu_executor.scheduler import SchedulerService
 
     settings = _settings()
@@ -619,8 +619,8 @@ def sink(
     import signal
     import threading
 
-    from vidnexus.connectors.bus import open_bus
-    from vidnexus.connectors.store import open_store
+    from vidnexus.connectors.factory import open_bus
+    from vidnexus.connectors.factory import open_store
     from vidnexus.operators.sink_role import RowsSink
 
     settings = _settings()
@@ -653,7 +653,7 @@ def sql_server(
     One statement, decided on ClickHouse's parse tree: SELECT/WITH, SHOW TABLES, SHOW CREATE
     TABLE, DESCRIBE, EXISTS, EXPLAIN over the project's tables, allow-listed functions only; the
     rest is refused (403). A wrong token is 401, repeated wrong tokens 429 (docs/operators.md#sql)."""
-    from vidnexus.connectors.store import open_store
+    from vidnexus.connectors.factory import open_store
     from vidnexus.sql_endpoint import EndpointLimits, SqlEndpoint
 
     settings = _settings()

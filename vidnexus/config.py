@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     store: Literal["chdb", "clickhouse"] = "chdb"
     """Result store: ``chdb`` (embedded ClickHouse) or ``clickhouse`` (a server, native protocol)."""
 
+    kafka_driver: Literal["confluent", "kafka-python"] = "confluent"
+    """Kafka client library: ``confluent`` (librdkafka) or ``kafka-python``."""
+
     kafka_bootstrap: str = "127.0.0.1:19092"
     """Kafka bootstrap servers, ``host:port[,host:port]`` (the local dev broker listens on 19092)."""
 

@@ -20,7 +20,8 @@ from typing import Any, Callable
 from vidnexus.clock import MonotonicClock, wall_time
 from vidnexus.config import Settings
 from vidnexus.connectors.memory_bus import MemoryBus
-from vidnexus.connectors.store import QueryResult, open_store
+from vidnexus.connectors.factory import open_store
+from vidnexus.connectors.store import QueryResult
 from vidnexus.streams.frame import Frame, encode_frame, jpeg_encode
 from vidnexus.streams.sampling import FpsSampler
 

@@ -19,7 +19,7 @@ import pytest
 from vidnexus.clock import wall_time
 from vidnexus.config import Settings
 from vidnexus.connectors.clickhouse_store import ClickHouseStore
-from vidnexus.connectors.kafka_bus import KafkaBus
+from tests.integration.conftest import kafka_bus_of
 from vidnexus.streams.frame import Frame, encode_frame, jpeg_encode
 from vidnexus.streams.sampling import FpsSampler
 
@@ -63,7 +63,7 @@ def stop_role(r: Role) -> None:
 class Deployment:
     settings: Settings
     env: dict[str, str]
-    bus: KafkaBus
+    bus: Any
     store: ClickHouseStore
     roles: dict[str, Role]
 
@@ -82,7 +82,7 @@ def deploy(kafka_bootstrap: str, clickhouse_url: str, app: str, sessions: list[s
     roles["executor"] = start_role(env, "executor", *args, "--threads", "1", ready="executor: serving")
     roles["sink"] = start_role(env, "sink", "--max-delay", "0.3", ready="sink:")
     roles["worker"] = start_role(env, "worker", app, ready="started")
-    return Deployment(settings, env, KafkaBus(kafka_bootstrap, timeout_s=10), ClickHouseStore(clickhouse_url), roles)
+    return Deployment(settings, env, kafka_bus_of("confluent", kafka_bootstrap), ClickHouseStore(clickhouse_url), roles)
 
 
 def teardown(d: Deployment) -> None:

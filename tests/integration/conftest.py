@@ -40,11 +40,28 @@ def clickhouse_url() -> str:
     return url
 
 
-@pytest.fixture
-def kafka_bus(kafka_bootstrap):
-    from vidnexus.connectors.kafka_bus import KafkaBus
+KAFKA_DRIVERS = ("confluent", "kafka-python")
 
-    bus = KafkaBus(kafka_bootstrap, timeout_s=10)
+
+def kafka_bus_of(driver: str, bootstrap: str, **kw):
+    """A Bus on the test broker with the given driver (both are supported: the Bus tests run on each)."""
+    if driver == "kafka-python":
+        from vidnexus.connectors.kafka_bus import KafkaBus
+
+        return KafkaBus(bootstrap, timeout_s=10, **kw)
+    from vidnexus.connectors.confluent_bus import ConfluentBus
+
+    return ConfluentBus(bootstrap, timeout_s=10, **kw)
+
+
+@pytest.fixture(params=KAFKA_DRIVERS)
+def kafka_driver(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def kafka_bus(kafka_bootstrap, kafka_driver):
+    bus = kafka_bus_of(kafka_driver, kafka_bootstrap)
     yield bus
     bus.close()
 

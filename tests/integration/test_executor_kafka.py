@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from vidnexus.config import Settings
-from vidnexus.connectors.kafka_bus import KafkaBus
+from tests.integration.conftest import kafka_bus_of
 from vidnexus.gpu_executor.client import ExecutorClient
 from vidnexus.gpu_executor.service import request_topic
 
@@ -44,7 +44,7 @@ def executor_proc(kafka_bootstrap, tmp_path):
 
 def test_two_models_replies_routed_to_the_right_callers(executor_proc):
     settings = executor_proc
-    bus = KafkaBus(settings.kafka_bootstrap, timeout_s=10)
+    bus = kafka_bus_of("confluent", settings.kafka_bootstrap)
     a, b = ExecutorClient(bus, settings, "a"), ExecutorClient(bus, settings, "b")
     digit = np.zeros((1, 28, 28), np.float32)
     image = np.zeros((3, 224, 224), np.float32)
@@ -73,7 +73,7 @@ def test_two_models_replies_routed_to_the_right_callers(executor_proc):
 
 def test_malformed_request_is_dead_lettered_and_stats_are_published(executor_proc):
     settings = executor_proc
-    bus = KafkaBus(settings.kafka_bootstrap, timeout_s=10)
+    bus = kafka_bus_of("confluent", settings.kafka_bootstrap)
     bus.publish(request_topic(settings, "lenet5-300ms"), b"junk", b"\x00not msgpack")
     bus.flush()
     dlq = bus.subscribe([settings.topic("dead-letter")], group=None)

@@ -8,7 +8,7 @@ import uuid
 
 import numpy as np
 
-from vidnexus.connectors.kafka_bus import KafkaBus
+from tests.integration.conftest import kafka_bus_of
 from vidnexus.streams.frame import decode_frame
 
 REAL = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "real"))
@@ -46,7 +46,7 @@ def test_register_and_ingest_real_and_synthetic_streams(kafka_bootstrap, clickho
     p = vnx(env, "ingest", "--once", "--poll", "0.5", timeout=600)
     assert p.returncode == 1, p.stderr[-3000:]  # junk and trunc failed; the others completed
 
-    bus = KafkaBus(kafka_bootstrap, timeout_s=10)
+    bus = kafka_bus_of("confluent", kafka_bootstrap)
     c = bus.subscribe([f"{prefix}.frames"], group=f"g-{prefix}")
     frames, idle = [], time.monotonic()
     while time.monotonic() - idle < 5:

@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from vidnexus.connectors.kafka_bus import KafkaBus
+from tests.integration.conftest import kafka_bus_of
 from vidnexus.errors import ConnectorError
 
 
@@ -113,8 +113,8 @@ def test_uncommitted_records_are_redelivered_after_restart(kafka_bus, topic):
     c2.close()
 
 
-def test_oversized_message_is_a_clear_error(kafka_bootstrap, topic):
-    bus = KafkaBus(kafka_bootstrap, timeout_s=10, max_message_bytes=1000)
+def test_oversized_message_is_a_clear_error(kafka_bootstrap, kafka_driver, topic):
+    bus = kafka_bus_of(kafka_driver, kafka_bootstrap, max_message_bytes=1000)
     try:
         with pytest.raises(ConnectorError, match="exceeds the 1000-byte limit"):
             bus.publish(topic, None, b"x" * 2000)

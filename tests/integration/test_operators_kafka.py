@@ -16,7 +16,7 @@ import pytest
 from vidnexus.clock import wall_time
 from vidnexus.config import Settings
 from vidnexus.connectors.clickhouse_store import ClickHouseStore
-from vidnexus.connectors.kafka_bus import KafkaBus
+from tests.integration.conftest import kafka_bus_of
 from vidnexus.operators.chain import load_app
 from vidnexus.streams.frame import Frame, encode_frame, jpeg_encode
 from vidnexus.streams.synthetic import SyntheticSource
@@ -88,7 +88,7 @@ def cluster(kafka_bootstrap, clickhouse_url, trained_reader):
     log: list[str] = []
     procs = [start(env, "executor", "-s", f"hud_digits:{SLO_MS}", "--threads", "1", ready="executor: serving", log=log),
              start(env, "sink", "--max-delay", "0.3", ready="sink:", log=log)]
-    bus = KafkaBus(kafka_bootstrap, timeout_s=10)
+    bus = kafka_bus_of("confluent", kafka_bootstrap)
     store = ClickHouseStore(clickhouse_url)
     yield env, settings, bus, store, procs, log
     for p in procs:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from vidnexus.config import Settings
-from vidnexus.connectors.kafka_bus import KafkaBus
+from tests.integration.conftest import kafka_bus_of
 from vidnexus.gpu_executor.client import ExecutorClient
 
 EPOCH_S = 4.0
@@ -61,7 +61,7 @@ def test_plans_follow_load_and_executor_failure(kafka_bootstrap, tmp_path):
     procs = {}
     sched = None
     stop = threading.Event()
-    bus = KafkaBus(kafka_bootstrap, timeout_s=10)
+    bus = kafka_bus_of("confluent", kafka_bootstrap)
     try:
         for eid in ("e1", "e2"):
             procs[eid] = start(env, "executor", "--id", eid, "--stats-every", "1", "--threads", "1",

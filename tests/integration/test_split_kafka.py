@@ -12,7 +12,7 @@ import pytest
 
 from vidnexus.config import Settings
 from vidnexus.connectors.clickhouse_store import ClickHouseStore
-from vidnexus.connectors.kafka_bus import KafkaBus
+from tests.integration.conftest import kafka_bus_of
 from tests.integration.test_operators_kafka import frames, publish, start, stop, wait_count
 
 APP_REF = "tests.integration.apps.two_stage:app"
@@ -29,7 +29,7 @@ def test_scheduler_split_is_planned_hosted_and_adopted(kafka_bootstrap, clickhou
     settings = Settings(bus="kafka", kafka_bootstrap=kafka_bootstrap, topic_prefix=prefix)
     log: list[str] = []
     procs = []
-    bus = KafkaBus(kafka_bootstrap, timeout_s=10)
+    bus = kafka_bus_of("confluent", kafka_bootstrap)
     store = ClickHouseStore(clickhouse_url)
     try:
         # The executor starts with the even split (1000 ms over 2 stages); the scheduler re-plans.

@@ -235,7 +235,7 @@ class KafkaExecutor:
     def __init__(self, model: Path, mix_sets: Sequence[Sequence[tuple[float, float]]], threads: int,
                  work: Path, copies: int) -> None:
         from vidnexus.config import Settings, load_settings
-        from vidnexus.connectors.kafka_bus import KafkaBus
+        from vidnexus.connectors.factory import open_bus
         from vidnexus.gpu_executor.client import ExecutorClient
         from vidnexus.gpu_executor.repository import ModelRepository, ModelSpec
 
@@ -250,7 +250,7 @@ class KafkaExecutor:
                 repo.register(ModelSpec(n, f"torchscript:{model}", SHAPE, description="vidnexus bench peers"))
         prefix = f"peers{uuid.uuid4().hex[:8]}"
         self.settings = Settings(bus="kafka", kafka_bootstrap=base.kafka_bootstrap, topic_prefix=prefix, data_dir=data)
-        self.bus = KafkaBus(base.kafka_bootstrap, timeout_s=10)  # a clear error now if no broker
+        self.bus = open_bus(self.settings)  # a clear error now if no broker
         sessions = sorted({(self.names[k], slo) for mix in mix_sets for k, (_, slo) in enumerate(mix)})
         args = [sys.executable, "-m", "vidnexus", "executor", "--id", "peers", "--threads", str(threads)]
         for n, slo in sessions:

@@ -104,12 +104,12 @@ def _local(bus: Any, topic: str, msgs: list[bytes], label: str) -> dict[str, Any
 
 def _faust(bootstrap: str, warm: int, n: int) -> dict[str, Any]:
     from vidnexus.config import Settings
-    from vidnexus.connectors.kafka_bus import KafkaBus
+    from vidnexus.connectors.factory import open_bus
 
     prefix = f"bench{uuid.uuid4().hex[:8]}"
     settings = Settings(bus="kafka", kafka_bootstrap=bootstrap, topic_prefix=prefix)
     env = dict(os.environ, VNX_BUS="kafka", VNX_KAFKA_BOOTSTRAP=bootstrap, VNX_TOPIC_PREFIX=prefix)
-    bus = KafkaBus(bootstrap, timeout_s=10)
+    bus = open_bus(settings)
     frames_topic, rows_topic = settings.topic("frames"), settings.topic("rows")
     bus.create_topic(frames_topic, 8)
     bus.create_topic(rows_topic, 8)
@@ -157,13 +157,13 @@ def _faust(bootstrap: str, warm: int, n: int) -> dict[str, Any]:
 def run(quick: bool, console: Any) -> dict[str, Any]:
     from rich.table import Table
 
-    from vidnexus.config import load_settings
-    from vidnexus.connectors.kafka_bus import KafkaBus
+    from vidnexus.config import Settings, load_settings
+    from vidnexus.connectors.factory import open_bus
     from vidnexus.connectors.memory_bus import MemoryBus
 
     n = 2000 if quick else 20000
     bootstrap = load_settings().kafka_bootstrap
-    kbus = KafkaBus(bootstrap, timeout_s=10)  # a clear error now if the broker is down
+    kbus = open_bus(Settings(bus="kafka", kafka_bootstrap=bootstrap))  # a clear error now if the broker is down
     results = []
     mem = MemoryBus()
     mem.create_topic("frames", 8)

@@ -1,7 +1,9 @@
-"""Connectors: the message Bus (in-memory, Kafka) and the result Store (chdb, ClickHouse server)."""
+"""Connectors: the message Bus (in-memory, Kafka with confluent-kafka or kafka-python) and the
+result Store (chdb, ClickHouse server); one file per driver, ``factory`` picks them from the settings."""
 
-from vidnexus.connectors.bus import Bus, Consumer, Message, open_bus
-from vidnexus.connectors.store import Column, QueryResult, Store, TableSchema, open_store
+from vidnexus.connectors.bus import Bus, Consumer, Message
+from vidnexus.connectors.factory import open_bus, open_store
+from vidnexus.connectors.store import Column, QueryResult, Store, TableSchema
 
 __all__ = [
     "Bus",

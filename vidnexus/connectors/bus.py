@@ -20,12 +20,9 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
+from typing import Protocol, Sequence, runtime_checkable
 
-if TYPE_CHECKING:
-    from vidnexus.config import Settings
-
-__all__ = ["Message", "Bus", "Consumer", "partition_for", "open_bus"]
+__all__ = ["Message", "Bus", "Consumer", "partition_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,18 +102,3 @@ class Bus(Protocol):
     def close(self) -> None:
         """Flush and release connections."""
         ...
-
-
-def open_bus(settings: "Settings") -> Bus:
-    """The bus selected by ``settings.bus``.
-
-    Raises:
-        ConnectorError: the Kafka broker cannot be reached within ``connect_timeout_s``.
-    """
-    if settings.bus == "kafka":
-        from vidnexus.connectors.kafka_bus import KafkaBus
-
-        return KafkaBus(settings.kafka_bootstrap, timeout_s=settings.connect_timeout_s)
-    from vidnexus.connectors.memory_bus import MemoryBus
-
-    return MemoryBus()

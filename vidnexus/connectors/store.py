@@ -18,10 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
-
-if TYPE_CHECKING:
-    from vidnexus.config import Settings
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 __all__ = [
     "Column",
@@ -30,7 +27,6 @@ __all__ = [
     "Store",
     "adapt_type",
     "quote",
-    "open_store",
     "parse_version",
     "insert_batches",
     "ensure_table",
@@ -220,31 +216,3 @@ def ensure_table(store: Store, schema: TableSchema) -> list[str]:
                 f"{want}; rename the column or migrate the table by hand"
             )
     return added
-
-
-def open_store(settings: "Settings", *, reader: bool = False) -> Store:
-    """The store selected by ``settings.store``; with ``reader``, on a ClickHouse server, as the
-    read-only user of ``settings.clickhouse_reader_url`` (the embedded store has no users: the SQL
-    guard and the engine's ``readonly`` setting protect it).
-
-    Raises:
-        ConnectorError: the server cannot be reached within ``connect_timeout_s``, the reader is
-            refused, or the embedded store's directory is locked by another process.
-    """
-    if settings.store == "clickhouse":
-        from vidnexus.connectors.clickhouse_store import ClickHouseStore, reader_url
-        from vidnexus.errors import ConnectorError
-
-        if not reader:
-            return ClickHouseStore(settings.clickhouse_url, timeout_s=settings.connect_timeout_s)
-        url = settings.clickhouse_reader_url or reader_url(settings.clickhouse_url)
-        try:
-            return ClickHouseStore(url, timeout_s=settings.connect_timeout_s)
-        except ConnectorError as e:
-            if e.retryable:
-                raise
-            raise ConnectorError(f"{e}; read-only SQL connects as a user with SELECT on the project's tables "
-                                 "only: create it (docs/operators.md#sql) or set VNX_CLICKHOUSE_READER_URL") from None
-    from vidnexus.connectors.chdb_store import ChdbStore
-
-    return ChdbStore(settings.data_dir / "chdb")

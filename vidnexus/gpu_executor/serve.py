@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from vidnexus.clock import MonotonicClock, wall_time
 from vidnexus.config import Settings
-from vidnexus.connectors.bus import open_bus
+from vidnexus.connectors.factory import open_bus
 from vidnexus.errors import ConfigError
 from vidnexus.gpu_executor.backend import SessionSpec
 from vidnexus.gpu_executor.executor import Executor

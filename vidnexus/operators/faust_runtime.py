@@ -116,7 +116,7 @@ def run_worker(app: App, settings: Settings, *, concurrency: int = 32, partition
     commit, and the tables count them once)."""
     import faust
 
-    from vidnexus.connectors.bus import open_bus
+    from vidnexus.connectors.factory import open_bus
     from vidnexus.gpu_executor.client import ExecutorClient
     from vidnexus.operators.infer import RemoteBackend, stage_slos
 

@@ -1,0 +1,292 @@
+"""Bus over Apache Kafka with confluent-kafka (librdkafka): producer, group consumers, topic admin.
+
+The default Kafka driver (``VNX_KAFKA_DRIVER=confluent``). librdkafka implements the consumer group
+protocol in C, rejoins after rebalances and broker restarts by itself, and batches produce requests
+in its own threads; kafka-python (:mod:`vidnexus.connectors.kafka_bus`) stays a supported driver.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from typing import Any, Sequence
+
+from vidnexus.connectors.bus import Message
+from vidnexus.errors import ConnectorError
+
+__all__ = ["ConfluentBus", "ConfluentConsumer"]
+
+logger = logging.getLogger(__name__)
+
+
+def _unreachable(what: str, bootstrap: str, exc: BaseException) -> ConnectorError:
+    return ConnectorError(
+        f"{what}: Kafka at {bootstrap!r} is not reachable ({exc}). "
+        "Check VNX_KAFKA_BOOTSTRAP, or start the local broker with `vidnexus services up`.",
+        retryable=True,
+    )
+
+
+class _QuietLog:
+    """librdkafka's log lines, each distinct line at most once per ``every_s`` (a broker outage
+    otherwise logs a line per connection attempt per client)."""
+
+    def __init__(self, every_s: float = 30.0) -> None:
+        import time
+
+        self._now = time.monotonic
+        self.every_s = every_s
+        self._last: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def log(self, level: int, fmt: str, *args: Any) -> None:
+        text = fmt % args if args else fmt
+        key = text.split("]", 1)[-1][:120]  # without the client's name and instance prefix
+        now = self._now()
+        with self._lock:
+            if now - self._last.get(key, -1e18) < self.every_s:
+                return
+            self._last[key] = now
+            if len(self._last) > 1000:
+                self._last.clear()
+        logger.log(min(level, logging.WARNING), "librdkafka: %s", text)
+
+
+_LOG = _QuietLog()
+
+
+class ConfluentBus:
+    """A Bus on a Kafka cluster (confluent-kafka).
+
+    Args:
+        bootstrap: ``host:port[,host:port]``.
+        timeout_s: how long connecting may take before :class:`ConnectorError` is raised.
+        max_message_bytes: producer limit (the broker's ``message.max.bytes`` must allow it).
+    """
+
+    def __init__(self, bootstrap: str, *, timeout_s: float = 5.0, max_message_bytes: int = 8 * 1024 * 1024,
+                 linger_ms: float = 2.0) -> None:
+        from confluent_kafka import KafkaException, Producer
+        from confluent_kafka.admin import AdminClient
+
+        self.bootstrap = bootstrap
+        self.timeout_s = timeout_s
+        self.max_message_bytes = max_message_bytes
+        self._common: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": _LOG,
+                                        "socket.connection.setup.timeout.ms": int(max(timeout_s, 1.0) * 1000),
+                                        "reconnect.backoff.max.ms": 1000}
+        try:
+            self._admin = AdminClient({**self._common, "client.id": "vnx-admin"})
+            self._admin.list_topics(timeout=timeout_s)  # fails fast when the broker is not there
+            self._producer = Producer({
+                **self._common, "client.id": "vnx-producer", "acks": "all", "linger.ms": linger_ms,
+                "message.max.bytes": max_message_bytes + 64 * 1024, "enable.idempotence": False,
+            })
+        except KafkaException as e:
+            raise _unreachable("cannot connect", bootstrap, e.args[0] if e.args else e) from None
+        self._failed: list[str] = []
+        self._flock = threading.Lock()
+
+    # -- topics -------------------------------------------------------------------------------
+    def create_topic(self, name: str, partitions: int = 4, *, compacted: bool = False) -> None:
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka.admin import NewTopic
+
+        config = {"max.message.bytes": str(self.max_message_bytes + 64 * 1024)}
+        if compacted:
+            config["cleanup.policy"] = "compact"
+        fut = self._admin.create_topics([NewTopic(name, partitions, 1, config=config)],
+                                        operation_timeout=self.timeout_s, request_timeout=self.timeout_s * 2)[name]
+        try:
+            fut.result()
+        except KafkaException as e:
+            err = e.args[0] if e.args else None
+            if err is None or err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise ConnectorError(f"cannot create topic {name!r}: {err or e}", retryable=True) from None
+        self._wait_for_metadata(name)
+
+    def _wait_for_metadata(self, name: str) -> None:
+        import time
+
+        deadline = time.monotonic() + self.timeout_s * 2
+        while time.monotonic() < deadline:
+            try:
+                if self.partitions(name):
+                    return
+            except ConnectorError:
+                pass
+            time.sleep(0.05)
+        raise ConnectorError(f"topic {name!r} was created but its metadata never arrived")
+
+    def partitions(self, topic: str) -> int:
+        from confluent_kafka import KafkaException
+
+        try:
+            md = self._admin.list_topics(topic, timeout=self.timeout_s).topics.get(topic)
+        except KafkaException as e:
+            raise ConnectorError(f"cannot read topic {topic!r}: {e}", retryable=True) from None
+        if md is None or md.error is not None or not md.partitions:
+            raise ConnectorError(f"unknown topic {topic!r}; create it first")
+        return len(md.partitions)
+
+    def group_lag(self, group: str, topic: str, partitions: Sequence[int]) -> dict[int, int]:
+        """Records of ``topic``'s ``partitions`` that consumer group ``group`` has not committed yet
+        (from the earliest offset where it committed nothing)."""
+        from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        tps = [TopicPartition(topic, p) for p in partitions]
+        try:
+            res = self._admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])
+            committed = {tp.partition: tp.offset for tp in res[group].result().topic_partitions}
+            ends = self._admin.list_offsets({tp: OffsetSpec.latest() for tp in tps})
+            starts = self._admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps})
+            out = {}
+            for tp in tps:
+                end = ends[tp].result().offset
+                start = committed.get(tp.partition, -1)
+                if start < 0:
+                    start = starts[tp].result().offset
+                out[tp.partition] = end - start
+            return out
+        except (KafkaException, KeyError) as e:
+            raise ConnectorError(f"cannot read the lag of group {group!r} on {topic!r}: {e}", retryable=True) from None
+
+    # -- produce ------------------------------------------------------------------------------
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            with self._flock:
+                if len(self._failed) < 100:
+                    self._failed.append(f"{msg.topic()}: {err}")
+
+    def publish(self, topic: str, key: bytes | None, value: bytes, headers: Sequence[tuple[str, bytes]] = ()) -> None:
+        from confluent_kafka import KafkaException
+
+        if len(value) > self.max_message_bytes:
+            raise ConnectorError(
+                f"message of {len(value)} bytes for topic {topic!r} exceeds the {self.max_message_bytes}-byte limit")
+        for _ in range(100):
+            try:
+                self._producer.produce(topic, value=value, key=key, headers=list(headers) or None,
+                                       on_delivery=self._delivered)
+                break
+            except BufferError:  # librdkafka's queue is full: let it send, then try again
+                self._producer.poll(0.05)
+            except KafkaException as e:
+                raise ConnectorError(f"publish to {topic!r} failed: {e}", retryable=True) from None
+        else:
+            raise ConnectorError(f"publish to {topic!r} failed: the producer's queue stayed full", retryable=True)
+        self._producer.poll(0)  # serve delivery callbacks
+
+    def flush(self, timeout_s: float = 10.0) -> None:
+        left = self._producer.flush(timeout_s)
+        with self._flock:
+            failed, self._failed = self._failed, []
+        if left:
+            raise ConnectorError(f"flush failed: {left} records not acknowledged after {timeout_s:g} s",
+                                 retryable=True)
+        if failed:
+            raise ConnectorError(f"{len(failed)} records were not acknowledged: {failed[0]}", retryable=True)
+
+    # -- consume ------------------------------------------------------------------------------
+    def subscribe(self, topics: Sequence[str], group: str | None, *, from_beginning: bool = True) -> "ConfluentConsumer":
+        return ConfluentConsumer(self, list(topics), group, from_beginning)
+
+    def close(self) -> None:
+        try:
+            self._producer.flush(self.timeout_s)
+        except Exception:  # closing: nothing left to tell anyone
+            pass
+
+
+class ConfluentConsumer:
+    """A librdkafka consumer with manual commits (at-least-once). ``group=None`` reads every
+    partition of the topics (as they are when it subscribes) and commits nothing."""
+
+    def __init__(self, bus: ConfluentBus, topics: list[str], group: str | None, from_beginning: bool) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, TopicPartition
+
+        self.group = group
+        self._bus = bus
+        conf = {
+            **bus._common,
+            "group.id": group or f"vnx-reader-{uuid.uuid4().hex[:12]}",
+            "client.id": f"vnx-{group or 'reader'}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest" if from_beginning else "latest",
+            # A dead member's partitions move after the session timeout; 6 s is the broker's default
+            # minimum. A rebalance waits at most max.poll.interval for members to rejoin.
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 1000,
+            "max.poll.interval.ms": 60000,
+            "fetch.max.bytes": bus.max_message_bytes * 2,
+            "max.partition.fetch.bytes": bus.max_message_bytes + 64 * 1024,
+            "fetch.wait.max.ms": 10,
+        }
+        try:
+            self._c = Consumer(conf)
+            if group is None:
+                start = OFFSET_BEGINNING if from_beginning else OFFSET_END
+                md = self._c.list_topics(timeout=bus.timeout_s).topics
+                self._c.assign([TopicPartition(t, p, start) for t in topics if t in md for p in md[t].partitions])
+            else:
+                self._c.subscribe(topics)
+        except KafkaException as e:
+            raise _unreachable("cannot create consumer", bus.bootstrap, e) from None
+
+    def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Message]:
+        from confluent_kafka import KafkaError, KafkaException
+
+        try:
+            msgs = self._c.consume(num_messages=max_records, timeout=timeout_s)
+        except KafkaException as e:
+            raise ConnectorError(f"consume failed: {e}", retryable=True) from None
+        out: list[Message] = []
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if err.code() != KafkaError._PARTITION_EOF:
+                    logger.warning("consumer %s: %s", self.group, err)
+                continue
+            _, ts = m.timestamp()
+            out.append(Message(m.topic(), m.partition(), m.offset(), m.key(), m.value() or b"", ts,
+                               tuple((k, v or b"") for k, v in (m.headers() or []))))
+        return out
+
+    def commit(self, offsets: dict[tuple[str, int], int] | None = None) -> None:
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+        if self.group is None:
+            return
+        try:
+            if offsets is None:
+                positions = [tp for tp in self._c.position(self._c.assignment()) if tp.offset >= 0]
+                if positions:
+                    self._c.commit(offsets=positions, asynchronous=False)
+            else:
+                owned = {(tp.topic, tp.partition) for tp in self._c.assignment()}
+                mine = [TopicPartition(t, p, o) for (t, p), o in offsets.items() if (t, p) in owned]
+                if mine:
+                    self._c.commit(offsets=mine, asynchronous=False)
+        except KafkaException as e:
+            err = e.args[0] if e.args else None
+            code = err.code() if err is not None else None
+            if code == KafkaError._NO_OFFSET:
+                return
+            if code in (KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION,
+                        KafkaError.UNKNOWN_MEMBER_ID, KafkaError._ASSIGNMENT_LOST):
+                # The group rebalanced; the new owner re-reads from the last commit (at-least-once).
+                logger.warning("commit after rebalance ignored: %s", err)
+                return
+            raise ConnectorError(f"commit failed: {err or e}", retryable=True) from None
+
+    def assignment(self) -> set[tuple[str, int]]:
+        return {(tp.topic, tp.partition) for tp in self._c.assignment()}
+
+    def close(self) -> None:
+        try:
+            self._c.close()
+        except RuntimeError:  # already closed
+            pass
