@@ -498,7 +498,7 @@ def executor(
 
     Requests arrive on <prefix>.req.<MODEL>-<SLO>ms; replies go to each request's reply-to topic;
     stats go to <prefix>.stats every 5 s; Prometheus on VNX_METRICS_PORT when set."""
-    from vidnexus.gpu_executor.batching import POLICIES
+    from vidnexus.gpu_executor.policies import POLICIES
     from vidnexus.gpu_executor.serve import parse_session, serve
 
     if policy not in POLICIES:

@@ -14,6 +14,7 @@ PURE = [
     "gpu_executor/early_drop.py",
     "gpu_executor/lazy_drop.py",
     "gpu_executor/fifo.py",
+    "gpu_executor/policies.py",
     "gpu_executor/backend.py",
     "gpu_executor/squishy.py",
     "gpu_executor/latency_split.py",

@@ -1,12 +1,13 @@
 """The executor: profiles, batching policies, the duty-cycle backend and the in-process service.
 
-Pure policy modules (``profile``, ``batching``, ``early_drop``, ``lazy_drop``, ``fifo``, ``backend``)
+Pure policy modules (``profile``, ``batching``, ``early_drop``, ``lazy_drop``, ``fifo``, ``policies``, ``backend``)
 import no torch, kafka, av or ClickHouse client; ``runner``, ``profiler`` and ``executor`` do the I/O.
 """
 
 from vidnexus.gpu_executor.backend import Dispatch, Dropped, DutyCycle, SessionSpec, Step
-from vidnexus.gpu_executor.batching import BatchDecision, make_policy
+from vidnexus.gpu_executor.batching import BatchDecision
 from vidnexus.gpu_executor.executor import Executor, InferReply
+from vidnexus.gpu_executor.policies import make_policy
 from vidnexus.gpu_executor.profile import Profile
 
 __all__ = [

@@ -20,7 +20,8 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from vidnexus.gpu_executor.batching import BatchPolicy, PolicyName, drop_reason, make_policy
+from vidnexus.gpu_executor.batching import BatchPolicy, PolicyName, drop_reason
+from vidnexus.gpu_executor.policies import make_policy
 from vidnexus.gpu_executor.profile import Profile
 
 __all__ = ["SessionSpec", "Dropped", "Part", "Dispatch", "Step", "DutyCycle", "local_targets"]

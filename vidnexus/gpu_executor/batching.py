@@ -4,11 +4,16 @@ to run now. Pure: they take ``now`` and a profile, and return a :class:`BatchDec
 Because the queue is ordered by deadline, every policy here drops a prefix and takes the requests
 right after it, so a decision is two counts.
 
+The policies themselves live one per module (``early_drop``, ``lazy_drop``, ``fifo``); the factory
+that picks one by name is :func:`vidnexus.gpu_executor.policies.make_policy`.
+
 Example:
     >>> from vidnexus.gpu_executor.profile import Profile
     >>> p = Profile.linear(alpha=0.010, beta=0.010, max_batch=8)   # ℓ(b) = 10b + 10 ms
-    >>> make_policy("early_drop").decide([0.030, 0.100, 0.100, 0.100], now=0.0, target=3, profile=p)
+    >>> BatchDecision(drop=1, take=3)
     BatchDecision(drop=1, take=3)
+    >>> drop_reason(0.015, now=0.0, profile=p), drop_reason(0.030, now=0.0, profile=p)
+    ('deadline', 'early_drop')
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Literal, Protocol, Sequence
 
 from vidnexus.gpu_executor.profile import Profile
 
-__all__ = ["BatchDecision", "BatchPolicy", "PolicyName", "POLICIES", "make_policy", "drop_reason"]
+__all__ = ["BatchDecision", "BatchPolicy", "PolicyName", "drop_reason"]
 
 PolicyName = Literal["early_drop", "lazy_drop", "fifo"]
 
@@ -51,21 +56,3 @@ def drop_reason(deadline: float, now: float, profile: Profile) -> str:
     """``deadline`` when the request could not have finished even alone, else ``early_drop``."""
     return "deadline" if deadline < now + profile.latency(1) else "early_drop"
 
-
-def make_policy(name: PolicyName | str) -> BatchPolicy:
-    """The policy registered under ``name`` (see :data:`POLICIES`)."""
-    try:
-        return POLICIES[name]()
-    except KeyError:
-        raise ValueError(f"unknown batching policy {name!r}; choose one of {sorted(POLICIES)}") from None
-
-
-from vidnexus.gpu_executor.early_drop import EarlyDrop  # noqa: E402
-from vidnexus.gpu_executor.fifo import NoDropFifo  # noqa: E402
-from vidnexus.gpu_executor.lazy_drop import LazyDrop  # noqa: E402
-
-POLICIES: dict[str, type[BatchPolicy]] = {
-    "early_drop": EarlyDrop,
-    "lazy_drop": LazyDrop,
-    "fifo": NoDropFifo,
-}

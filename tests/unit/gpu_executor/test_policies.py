@@ -2,7 +2,8 @@
 
 import pytest
 
-from vidnexus.gpu_executor.batching import BatchDecision, drop_reason, make_policy
+from vidnexus.gpu_executor.batching import BatchDecision, drop_reason
+from vidnexus.gpu_executor.policies import make_policy
 from vidnexus.gpu_executor.profile import Profile
 
 # ℓ(b) = 10 ms · b + 10 ms: ℓ(1)=20, ℓ(2)=30, ℓ(3)=40, ℓ(4)=50 ms.
