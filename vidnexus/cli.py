@@ -207,14 +207,17 @@ def sql(
 
 # -- models ------------------------------------------------------------------------------------
 def _repo() -> Any:
+    """The model repository: the zoo, the built-in apps' models and the registered ones."""
+    from vidnexus.apps import model_catalog
     from vidnexus.gpu_executor.repository import ModelRepository
 
-    return ModelRepository(_settings().data_dir / "models")
+    return ModelRepository(_settings().data_dir / "models", extra=model_catalog())
 
 
 @models_app.command("list")
 def models_list() -> None:
-    """Zoo architectures (random weights: compute profiles only) and registered models."""
+    """Zoo architectures (random weights: compute profiles only), the apps' models (trained by the
+    project on first use) and registered models."""
     t = Table("name", "version", "task", "input", "source", "description")
     for m in _repo().list():
         t.add_row(m.name, str(m.version), m.task, "×".join(map(str, m.input_shape)), m.source,

@@ -61,8 +61,8 @@ def frame_input(model: str) -> Callable[[Any], np.ndarray]:
     from vidnexus.gpu_executor.zoo import ZOO
     from vidnexus.streams.frame import image_of
 
-    shape = ZOO[model].input_shape
-    return lambda f: frame_tensor(image_of(f), shape)
+    c, h, w = ZOO[model].input_shape
+    return lambda f: frame_tensor(image_of(f), (c, h, w))
 
 
 def keep_element(element: Any, _output: Any) -> Any:

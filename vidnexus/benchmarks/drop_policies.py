@@ -46,11 +46,11 @@ def _real_part(quick: bool, console: Any) -> dict[str, Any]:
     from vidnexus.gpu_executor.executor import Executor
     from vidnexus.gpu_executor.profiler import profile_runner
     from vidnexus.gpu_executor.runner import TorchRunner
-    from vidnexus.gpu_executor.zoo import ZOO
+    from vidnexus.gpu_executor.zoo import random_init
 
     torch.set_num_threads(1)
     model_name = "mobilenet_v3_small"
-    runner = TorchRunner(model_name, ZOO[model_name].factory(), postprocess=lambda r: None)
+    runner = TorchRunner(model_name, random_init(model_name), postprocess=lambda r: None)
     x = np.random.default_rng(0).random((3, 224, 224), dtype=np.float32)
     sizes = [1, 2, 4, 8, 12, 16] if quick else [1, 2, 3, 4, 6, 8, 12, 16, 24]
     warm_up(runner, x)

@@ -92,10 +92,10 @@ def make_model_file(path: Path) -> Path:
         return path
     import torch
 
-    from vidnexus.gpu_executor.zoo import ZOO
+    from vidnexus.gpu_executor.zoo import random_init
 
     torch.manual_seed(0)
-    net = ZOO["mobilenet_v3_small"].factory().eval()
+    net = random_init("mobilenet_v3_small").eval()
 
     class Top1(torch.nn.Module):
         def __init__(self, m: torch.nn.Module) -> None:

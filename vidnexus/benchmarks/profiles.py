@@ -18,14 +18,14 @@ def measured_profiles(quick: bool, console: Any = None) -> dict[str, Profile]:
     from vidnexus.benchmarks.openloop import warm_up
     from vidnexus.gpu_executor.profiler import profile_runner
     from vidnexus.gpu_executor.runner import TorchRunner
-    from vidnexus.gpu_executor.zoo import ZOO
+    from vidnexus.gpu_executor.zoo import random_init
 
     torch.set_num_threads(2)
     specs: dict[str, tuple[Any, tuple[int, ...], bool]] = {
-        "lenet5": (ZOO["lenet5"].factory(), (1, 28, 28), False),
+        "lenet5": (random_init("lenet5"), (1, 28, 28), False),
         "resnet18_64px": (headed_variants(1)["variant0"], (3, 64, 64), False),
-        "mobilenet_v3_small": (ZOO["mobilenet_v3_small"].factory(), (3, 224, 224), False),
-        "ssdlite": (ZOO["ssdlite"].factory(), (3, 320, 320), True),
+        "mobilenet_v3_small": (random_init("mobilenet_v3_small"), (3, 224, 224), False),
+        "ssdlite": (random_init("ssdlite"), (3, 320, 320), True),
     }
     sizes = [1, 2, 4, 8, 16] if quick else [1, 2, 4, 8, 12, 16, 24, 32]
     out = {}

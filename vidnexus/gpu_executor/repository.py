@@ -1,13 +1,28 @@
-"""The model repository: built-in zoo architectures plus models registered by users.
+"""The model repository: a catalogue of models known by name, plus models registered by users.
+
+The catalogue is the zoo's architectures (:mod:`vidnexus.gpu_executor.zoo`, random weights) and the
+entries the caller passes as ``extra``: the apps' models, which the layers above the executor collect
+with :func:`vidnexus.apps.model_catalog` (``ModelRepository(directory, extra=model_catalog())``).
 
 A registered model is a name, a version, a task, an input shape and a *source*:
 
-- ``zoo:NAME`` — a zoo architecture (random weights unless ``weights`` points to a local file);
+- ``zoo:NAME`` — a catalogue model (random weights unless it is trained by its app, or ``weights``
+  points to a local file);
 - ``factory:package.module:function`` — a Python callable returning an ``nn.Module``;
 - ``torchscript:/path/model.pt`` — a TorchScript file.
 
 Registration loads the model once, runs a batch of one to check the input shape, and records its
 parameter memory. The registry is a JSON file under ``<data_dir>/models/registry.json``.
+
+Example:
+    >>> import tempfile
+    >>> from vidnexus.gpu_executor.catalog import ModelEntry
+    >>> def tiny(model_dir):
+    ...     import torch
+    ...     return torch.nn.Linear(4, 2)
+    >>> repo = ModelRepository(Path(tempfile.mkdtemp()), extra=[ModelEntry("tiny", tiny, (4,), "classify", "")])
+    >>> repo.get("tiny").source, repo.get("resnet18").builtin
+    ('zoo:tiny', True)
 """
 
 from __future__ import annotations
@@ -16,13 +31,13 @@ import importlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from vidnexus.errors import ModelError
+from vidnexus.gpu_executor.catalog import TASKS, ModelEntry, merge_entries
+from vidnexus.gpu_executor.zoo import ZOO
 
 __all__ = ["ModelSpec", "ModelRepository", "TASKS"]
-
-TASKS = ("classify", "detect", "pose", "embed")
 
 
 @dataclass(frozen=True)
@@ -53,11 +68,30 @@ class ModelSpec:
 
 
 class ModelRepository:
-    """Zoo + registered models. Registered names shadow nothing: they must not clash with the zoo."""
+    """Catalogue + registered models. Registered names shadow nothing: they must not clash with the
+    catalogue.
 
-    def __init__(self, directory: Path) -> None:
+    Args:
+        directory: where the registry lives (``<data_dir>/models``); catalogue models the project
+            trains cache their weights here too.
+        extra: catalogue entries beside the zoo's, e.g. :func:`vidnexus.apps.model_catalog`.
+
+    Raises:
+        ModelError: an ``extra`` entry takes a zoo name, or two take one name.
+    """
+
+    def __init__(self, directory: Path, extra: Iterable[ModelEntry] = ()) -> None:
         self.directory = directory
         self.path = directory / "registry.json"
+        extra = merge_entries(extra)
+        clash = sorted(e.name for e in extra if e.name in ZOO)
+        if clash:
+            raise ModelError(f"models {clash} are zoo architectures; give the app's models other names")
+        self.catalog: dict[str, ModelEntry] = {**ZOO, **{e.name: e for e in extra}}
+
+    def _builtin(self, name: str) -> ModelSpec:
+        e = self.catalog[name]
+        return ModelSpec(name, f"zoo:{name}", e.input_shape, e.task, description=e.description, builtin=True)
 
     def _registered(self) -> dict[str, list[dict[str, Any]]]:
         if not self.path.exists():
@@ -68,10 +102,7 @@ class ModelRepository:
             raise ModelError(f"model registry {self.path} is corrupt: {e}") from None
 
     def list(self) -> list[ModelSpec]:
-        from vidnexus.gpu_executor.zoo import ZOO
-
-        out = [ModelSpec(n, f"zoo:{n}", e.input_shape, e.task, description=e.description, builtin=True)
-               for n, e in ZOO.items()]
+        out = [self._builtin(n) for n in self.catalog]
         for versions in self._registered().values():
             out.extend(self._spec(v) for v in versions)
         return out
@@ -81,8 +112,6 @@ class ModelRepository:
         return ModelSpec(**{**d, "input_shape": tuple(d["input_shape"])})
 
     def get(self, name: str, version: int | None = None) -> ModelSpec:
-        from vidnexus.gpu_executor.zoo import ZOO
-
         versions = self._registered().get(name)
         if versions:
             if version is None:
@@ -91,9 +120,8 @@ class ModelRepository:
                 if v["version"] == version:
                     return self._spec(v)
             raise ModelError(f"model {name} has no version {version} (have {[v['version'] for v in versions]})")
-        if name in ZOO:
-            e = ZOO[name]
-            return ModelSpec(name, f"zoo:{name}", e.input_shape, e.task, description=e.description, builtin=True)
+        if name in self.catalog:
+            return self._builtin(name)
         raise ModelError(f"unknown model {name!r}; see `vidnexus models list`")
 
     def load(self, spec: ModelSpec, device: str = "cpu") -> Any:
@@ -103,11 +131,10 @@ class ModelRepository:
         kind, _, ref = spec.source.partition(":")
         try:
             if kind == "zoo":
-                from vidnexus.gpu_executor.zoo import ZOO
-
-                if ref not in ZOO:
-                    raise ModelError(f"model {spec.name}: no zoo architecture {ref!r}")
-                module = ZOO[ref].factory()
+                if ref not in self.catalog:
+                    raise ModelError(f"model {spec.name}: no catalogue model {ref!r} (zoo: {sorted(ZOO)}; "
+                                     f"an app's model needs the app's catalogue, see `vidnexus models list`)")
+                module = self.catalog[ref].build(self.directory)
             elif kind == "factory":
                 mod_name, _, fn_name = ref.partition(":")
                 module = getattr(importlib.import_module(mod_name), fn_name)()
@@ -126,10 +153,9 @@ class ModelRepository:
         import torch
 
         from vidnexus.gpu_executor.prefix import parameter_bytes
-        from vidnexus.gpu_executor.zoo import ZOO
 
-        if spec.name in ZOO:
-            raise ModelError(f"{spec.name!r} is a built-in zoo model; register under another name")
+        if spec.name in self.catalog:
+            raise ModelError(f"{spec.name!r} is a built-in model; register under another name")
         module = self.load(spec)
         try:
             with torch.inference_mode():

@@ -1,7 +1,9 @@
 """The HUD digit reader: LeNet-5 trained on digit cells rendered like ``synthetic://hud`` frames.
 
-Trained on first use in about ten seconds on two CPU cores and cached under the data directory.
-Held-out accuracy is measured on cells rendered with seeds the training never saw.
+Trained on first use in about ten seconds on two CPU cores and cached under the data directory
+(:mod:`vidnexus.training.fit`). Held-out accuracy is measured on cells rendered with seeds the
+training never saw. The architecture is the zoo's :func:`~vidnexus.gpu_executor.zoo.lenet5`; the
+``hud_digits`` catalogue entry that serves it is the HUD app's (:mod:`vidnexus.apps.hud.models`).
 
 Example (slow: trains the model)::
 
@@ -11,16 +13,17 @@ Example (slow: trains the model)::
 
 from __future__ import annotations
 
-import json
 import logging
 import random
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from vidnexus.gpu_executor.zoo import lenet5
 from vidnexus.streams.synthetic import CELL_H, CELL_W, FONTS, render_digit_cell
+from vidnexus.training.fit import WeightsCache, fit_minibatches
+from vidnexus.training.fit import load_or_train as _load_or_train
 
 __all__ = ["render_cells", "cell_to_input", "train", "load_or_train", "evaluate", "WEIGHTS_NAME"]
 
@@ -74,33 +77,20 @@ def _renderer() -> str:
 
 
 def train(n_train: int = 12_000, epochs: int = 4, seed: int = 0) -> tuple[Any, dict[str, Any]]:
-    """Train LeNet-5 on rendered cells; returns the model and a report with held-out accuracy."""
+    """Train LeNet-5 on rendered cells; returns the model and a report with held-out accuracy
+    (:func:`load_or_train` adds the training time)."""
     import torch
     import torch.nn.functional as F
 
-    from vidnexus.gpu_executor.zoo import lenet5
-
-    t0 = time.perf_counter()
     torch.manual_seed(seed)
     xs, ys = render_cells(n_train, seed=seed)
     x, y = torch.from_numpy(xs), torch.from_numpy(ys)
     model = lenet5()
     opt = torch.optim.Adam(model.parameters(), lr=2e-3)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=4e-3, total_steps=epochs * ((n_train + 127) // 128))
-    model.train()
-    for _ in range(epochs):
-        perm = torch.randperm(n_train)
-        for k in range(0, n_train, 128):
-            idx = perm[k : k + 128]
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x[idx]), y[idx])
-            loss.backward()
-            opt.step()
-            sched.step()
-    model.eval()
-    train_s = time.perf_counter() - t0
+    fit_minibatches(model, x, y, F.cross_entropy, opt, epochs=epochs, batch_size=128, scheduler=sched)
     acc = evaluate(model, seed=10_000 + seed)
-    report = {"train_seconds": round(train_s, 2), "train_examples": n_train, "epochs": epochs,
+    report = {"train_examples": n_train, "epochs": epochs,
               "heldout_accuracy": acc, "heldout_examples": 4000, "renderer": _renderer()}
     return model, report
 
@@ -117,21 +107,14 @@ def evaluate(model: Any, seed: int, n: int = 4000) -> float:
 
 def load_or_train(model_dir: Path, min_accuracy: float = 0.99) -> tuple[Any, dict[str, Any]]:
     """The cached digit reader, or a freshly trained one (saved with its report)."""
-    import torch
 
-    from vidnexus.gpu_executor.zoo import lenet5
+    def train_checked() -> tuple[Any, dict[str, Any]]:
+        model, report = train()
+        if report["heldout_accuracy"] < min_accuracy:
+            logger.warning("digit reader reached only %.4f held-out accuracy", report["heldout_accuracy"])
+        return model, report
 
-    weights, meta = model_dir / WEIGHTS_NAME, model_dir / (WEIGHTS_NAME + ".json")
+    cache = WeightsCache.single(model_dir, WEIGHTS_NAME.removesuffix(".pt"), report_name=WEIGHTS_NAME + ".json")
     # Cells are rendered with OpenCV's fonts, which change between OpenCV versions: weights trained
     # under another renderer are retrained rather than trusted.
-    if weights.exists() and meta.exists() and json.loads(meta.read_text()).get("renderer") == _renderer():
-        model = lenet5()
-        model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
-        return model.eval(), json.loads(meta.read_text())
-    model, report = train()
-    if report["heldout_accuracy"] < min_accuracy:
-        logger.warning("digit reader reached only %.4f held-out accuracy", report["heldout_accuracy"])
-    model_dir.mkdir(parents=True, exist_ok=True)
-    torch.save(model.state_dict(), weights)
-    meta.write_text(json.dumps(report, indent=2))
-    return model, report
+    return _load_or_train(cache, lenet5, train_checked, accept=lambda r: r.get("renderer") == _renderer())

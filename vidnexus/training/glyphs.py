@@ -6,7 +6,7 @@ is drawn with random rotation (±25°), scale (0.8–1.2), shift (±3 px), light
 contrast, per-channel gain), blur, an occluding patch and pixel noise. Classes that share
 primitives and colours make it hard: the oracle beats the compact models clearly.
 
-**Models** (trained by the project, cached under ``<data_dir>/models/``):
+**Models** (trained by the project, cached under ``<data_dir>/models/``, :mod:`vidnexus.training.fit`):
 
 - ``oracle``: a 6-conv CNN (32-64-128 channels, BatchNorm) — the accurate, expensive model;
 - ``compact_a``: 2 strided convs (6-12 channels) + a 48-unit layer;
@@ -18,7 +18,6 @@ only the last layer on cached features (:mod:`vidnexus.training.specialize`).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -28,6 +27,8 @@ from typing import Any
 
 import cv2
 import numpy as np
+
+from vidnexus.training.fit import WeightsCache, fit_minibatches, load_or_train_parts
 
 __all__ = ["N_CLASSES", "render_dataset", "render_icon", "GlyphModels", "load_or_train", "build_model", "ARCHS"]
 
@@ -186,16 +187,7 @@ def _train(model: Any, xs: np.ndarray, ys: np.ndarray, epochs: int, lr: float, s
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps)
     t0 = time.perf_counter()
-    model.train()
-    for _ in range(epochs):
-        perm = torch.randperm(len(x))
-        for k in range(0, len(x), bs):
-            idx = perm[k : k + bs]
-            opt.zero_grad()
-            F.cross_entropy(model(x[idx]), y[idx]).backward()
-            opt.step()
-            sched.step()
-    model.eval()
+    fit_minibatches(model, x, y, F.cross_entropy, opt, epochs=epochs, batch_size=bs, scheduler=sched)
     return time.perf_counter() - t0
 
 
@@ -252,15 +244,15 @@ def load_or_train(model_dir: Path, *, quick: bool = False) -> GlyphModels:
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
     tag = f"{_VERSION}-opencv{cv2.__version__}" + ("-quick2" if quick else "")
-    meta = model_dir / f"{tag}.json"
-    paths = {a: model_dir / f"{tag}-{a}.pt" for a in ARCHS}
-    if meta.exists() and all(p.exists() for p in paths.values()):
-        models = {}
-        for a, p in paths.items():
-            m = build_model(a)
-            m.load_state_dict(torch.load(p, map_location="cpu", weights_only=True))
-            models[a] = m.eval()
-        return GlyphModels(models, json.loads(meta.read_text()))
+    cache = WeightsCache(model_dir / f"{tag}.json", {a: model_dir / f"{tag}-{a}.pt" for a in ARCHS})
+    models, report = load_or_train_parts(cache, build_model, lambda: _train_all(quick))
+    return GlyphModels(models, report)
+
+
+def _train_all(quick: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Render the data once and train every architecture on it; the models and the report."""
+    import torch
+
     per_class = TRAIN_PER_CLASS // 2 if quick else TRAIN_PER_CLASS
     t0 = time.perf_counter()
     xs, ys = render_dataset(per_class, seed=1)
@@ -281,8 +273,4 @@ def load_or_train(model_dir: Path, *, quick: bool = False) -> GlyphModels:
                                "params": int(sum(p.numel() for p in m.parameters()))}
         logger.info("glyphs: %s trained in %.0f s, validation accuracy %.3f", a, secs, acc)
         models[a] = m
-    model_dir.mkdir(parents=True, exist_ok=True)
-    for a, m in models.items():
-        torch.save(m.state_dict(), paths[a])
-    meta.write_text(json.dumps(report, indent=2))
-    return GlyphModels(models, report)
+    return models, report

@@ -3,6 +3,7 @@ import torch
 import torch.nn as nn
 
 from vidnexus.errors import ModelError
+from vidnexus.gpu_executor.catalog import ModelEntry
 from vidnexus.gpu_executor.repository import ModelRepository, ModelSpec
 
 
@@ -65,3 +66,47 @@ def test_bad_shape_zoo_clash_and_unknown(tmp_path):
         repo.get("nope")
     with pytest.raises(ModelError, match="cannot load"):
         repo.load(ModelSpec("x", "factory:no.such.module:f", (1,)))
+
+
+def _entry(name="app_model", shape=(12,), description="an app's model", seen=None):
+    def build(model_dir):
+        if seen is not None:
+            seen.append(model_dir)
+        return tiny()
+
+    return ModelEntry(name, build, shape, "classify", description)
+
+
+def test_extra_entries_are_built_in_models_built_in_the_repository_directory(tmp_path):
+    seen = []
+    repo = ModelRepository(tmp_path, extra=[_entry(seen=seen)])
+    spec = repo.get("app_model")
+    assert (spec.source, spec.input_shape, spec.builtin, spec.description) == (
+        "zoo:app_model", (12,), True, "an app's model")
+    assert "app_model" in {m.name for m in repo.list()} and "lenet5" in {m.name for m in repo.list()}
+    assert repo.load(spec)(torch.ones(1, 12)).shape == (1, 3) and seen == [tmp_path]
+    with pytest.raises(ModelError, match="built-in"):
+        repo.register(ModelSpec("app_model", f"factory:{__name__}:tiny", (3, 2, 2)))
+    # A repository without the app's entries does not know the model, and says where to look.
+    with pytest.raises(ModelError, match="unknown model 'app_model'"):
+        ModelRepository(tmp_path).get("app_model")
+    with pytest.raises(ModelError, match="no catalogue model 'app_model'"):
+        ModelRepository(tmp_path).load(spec)
+
+
+@pytest.mark.parametrize("extra, match", [
+    ([_entry("resnet18")], "zoo architectures"),
+    ([_entry(), _entry(description="another")], "two different models are named 'app_model'"),
+])
+def test_extra_entries_may_not_clash(tmp_path, extra, match):
+    with pytest.raises(ModelError, match=match):
+        ModelRepository(tmp_path, extra=extra)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(name="a b"), "letters"), (dict(task="dance"), "unknown task"), (dict(input_shape=(0, 2)), "positive"),
+])
+def test_bad_catalogue_entries(kw, match):
+    args = dict(name="m", build=lambda d: tiny(), input_shape=(12,), task="classify", description="") | kw
+    with pytest.raises(ModelError, match=match):
+        ModelEntry(**args)

@@ -1,7 +1,8 @@
 """The dance app's pose regressor: a small CNN trained by the project on stick-figure dancers in
 random poses (rendered like ``synthetic://dance``), regressing the 13 keypoints from a square crop
 around the figure. Trained on first use (about 2–3 minutes on two cores), cached under
-``<data_dir>/models`` with its held-out error; ``figure_crop`` is the CPU step that finds the figure.
+``<data_dir>/models`` with its held-out error (:mod:`vidnexus.training.fit`); ``figure_crop`` is the
+CPU step that finds the figure. The executors know it as ``dance_pose`` (:data:`DANCE_POSE`).
 
 Example:
     >>> import numpy as np
@@ -13,17 +14,18 @@ Example:
 
 from __future__ import annotations
 
-import json
 import random
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from vidnexus.apps.dance.render import HEIGHT, KEYPOINTS, WIDTH, draw_dancer, pose_keypoints, random_angles, stage
+from vidnexus.gpu_executor.catalog import ModelEntry
+from vidnexus.training.fit import WeightsCache, fit_minibatches
+from vidnexus.training.fit import load_or_train as _load_or_train
 
-__all__ = ["figure_crop", "render_examples", "build", "load_or_train", "dance_pose", "CROP"]
+__all__ = ["figure_crop", "render_examples", "build", "load_or_train", "dance_pose", "CROP", "DANCE_POSE", "MODELS"]
 
 CROP = 64
 VERSION = "dance-pose-v2"
@@ -75,47 +77,43 @@ def build() -> Any:
                          nn.Linear(64 * 4 * 4, 256), nn.ReLU(), nn.Linear(256, len(KEYPOINTS) * 2))
 
 
-def load_or_train(model_dir: Path) -> tuple[Any, dict[str, Any]]:
+def train() -> tuple[Any, dict[str, Any]]:
+    """Train the regressor on rendered dancers; the model and a report with its held-out error
+    (mean keypoint distance, in crop units)."""
     import torch
     import torch.nn.functional as F
 
-    path, meta = model_dir / f"{VERSION}.pt", model_dir / f"{VERSION}.json"
     model = build()
-    if path.exists() and meta.exists():
-        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-        return model.eval(), json.loads(meta.read_text())
-    t0 = time.perf_counter()
     xs, ys = render_examples(6_000, seed=1)
     vx, vy = render_examples(1_000, seed=2)
     torch.manual_seed(0)
     epochs, bs = 8, 64
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=2e-3, total_steps=epochs * ((len(xs) + bs - 1) // bs))
-    x, y = torch.from_numpy(xs), torch.from_numpy(ys)
-    model.train()
-    for _ in range(epochs):
-        perm = torch.randperm(len(x))
-        for k in range(0, len(x), bs):
-            idx = perm[k : k + bs]
-            opt.zero_grad()
-            F.smooth_l1_loss(model(x[idx]), y[idx], beta=0.02).backward()
-            opt.step()
-            sched.step()
-    model.eval()
+    fit_minibatches(model, torch.from_numpy(xs), torch.from_numpy(ys), lambda p, t: F.smooth_l1_loss(p, t, beta=0.02),
+                    opt, epochs=epochs, batch_size=bs, scheduler=sched)
     with torch.inference_mode():
         pred = model(torch.from_numpy(vx)).numpy()
     err = np.linalg.norm((pred - vy).reshape(len(vy), -1, 2), axis=2).mean()
     report = {"keypoints": len(KEYPOINTS), "train_examples": len(xs), "heldout_examples": len(vx),
-              "heldout_mean_error_crop": round(float(err), 4),
-              "train_seconds": round(time.perf_counter() - t0, 1)}
-    model_dir.mkdir(parents=True, exist_ok=True)
-    torch.save(model.state_dict(), path)
-    meta.write_text(json.dumps(report, indent=2))
+              "heldout_mean_error_crop": round(float(err), 4)}
     return model, report
 
 
-def dance_pose() -> Any:
-    """The zoo factory: the trained regressor (trained on first use)."""
-    from vidnexus.config import load_settings
+def load_or_train(model_dir: Path) -> tuple[Any, dict[str, Any]]:
+    """The cached regressor and its report, or a freshly trained one (saved)."""
+    return _load_or_train(WeightsCache.single(model_dir, VERSION), build, train)
 
-    return load_or_train(load_settings().data_dir / "models")[0]
+
+def dance_pose(model_dir: Path) -> Any:
+    """The catalogue entry's build: the trained regressor (trained on first use)."""
+    return load_or_train(model_dir)[0]
+
+
+DANCE_POSE = ModelEntry(
+    "dance_pose", dance_pose, (3, CROP, CROP), "embed",
+    "pose regressor trained by the project on stick-figure dancers (13 keypoints; trained on first use, 2–3 min)",
+)
+
+MODELS: tuple[ModelEntry, ...] = (DANCE_POSE,)
+"""The models this app declares (see :func:`vidnexus.apps.model_catalog`)."""

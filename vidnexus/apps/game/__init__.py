@@ -33,7 +33,7 @@ from vidnexus.apps.game.render import FIELDS, ICON_SIZE, N_GAMES, style
 from vidnexus.clock import wall_time
 from vidnexus.gpu_executor.weg import WegParams
 from vidnexus.operators.chain import App, Stream
-from vidnexus.operators.hud import DigitCell, HudCells, assemble
+from vidnexus.apps.hud.cells import DigitCell, HudCells, assemble
 from vidnexus.operators.specialized import KeySetup, Plan, Specializer, key_setup
 from vidnexus.streams.frame import Frame, image_of
 

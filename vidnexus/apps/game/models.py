@@ -1,6 +1,7 @@
-"""The game app's models, all trained by the project.
+"""The game app's models, all trained by the project, and their catalogue entries (:data:`MODELS`).
 
-- ``hud_digits``: the LeNet-5 digit reader (:mod:`vidnexus.training.digits`), six requests a frame.
+- ``hud_digits``: the LeNet-5 digit reader (:mod:`vidnexus.training.digits`), six requests a frame;
+  the HUD app's entry (:data:`vidnexus.apps.hud.models.HUD_DIGITS`).
 - ``game_icons_g<k>`` (k < 20): one item-icon classifier per game. They share one trunk — the glyph
   oracle's convolutional body, trained on all 120 glyph classes — and differ in the last layer,
   which keeps the rows of the oracle's classifier for that game's 24 icons. The executor finds the
@@ -18,11 +19,15 @@ minutes of training on two cores the first time, then cached under ``<data_dir>/
 from __future__ import annotations
 
 import functools
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 from vidnexus.apps.game.render import N_GAMES, style
+from vidnexus.apps.hud.models import HUD_DIGITS
+from vidnexus.gpu_executor.catalog import ModelEntry
 
-__all__ = ["glyph_models", "icon_classifier", "compact_features", "ICON_MODELS", "COMPACT_MODEL", "TEMPLATE"]
+__all__ = ["glyph_models", "icon_classifier", "compact_features", "ICON_MODELS", "COMPACT_MODEL", "TEMPLATE",
+           "MODELS"]
 
 ICON_MODELS = tuple(f"game_icons_g{g}" for g in range(N_GAMES))
 COMPACT_MODEL = "glyph_compact"
@@ -30,23 +35,31 @@ TEMPLATE = "compact_a"
 QUICK = True
 
 
-@functools.lru_cache(maxsize=1)
-def glyph_models() -> Any:
-    """The trained glyph models (oracle and compact templates), loaded once per process."""
-    from vidnexus.config import load_settings
+def glyph_models(model_dir: Path | None = None) -> Any:
+    """The trained glyph models (oracle and compact templates) cached in ``model_dir`` (default:
+    ``<data_dir>/models`` of the settings), loaded once per process and directory."""
+    if model_dir is None:
+        from vidnexus.config import load_settings
+
+        model_dir = load_settings().data_dir / "models"
+    return _glyph_models(model_dir.resolve())
+
+
+@functools.lru_cache(maxsize=2)
+def _glyph_models(model_dir: Path) -> Any:
     from vidnexus.training.glyphs import load_or_train
 
-    return load_or_train(load_settings().data_dir / "models", quick=QUICK)
+    return load_or_train(model_dir, quick=QUICK)
 
 
-def icon_classifier(game: int) -> Any:
+def icon_classifier(game: int, model_dir: Path | None = None) -> Any:
     """``Headed(oracle trunk, game head)``: logits over the game's icons (in ``style(game).icons`` order)."""
     import torch
     from torch import nn
 
     from vidnexus.gpu_executor.prefix import Headed
 
-    oracle = glyph_models().models["oracle"]
+    oracle = glyph_models(model_dir).models["oracle"]
     icons = list(style(game).icons)
     head = nn.Linear(oracle.head.in_features, len(icons))
     with torch.no_grad():
@@ -55,6 +68,23 @@ def icon_classifier(game: int) -> Any:
     return Headed(oracle.body, head).eval()
 
 
-def compact_features() -> Any:
+def compact_features(model_dir: Path | None = None) -> Any:
     """The compact template's body: 3×32×32 icon → its 48 features."""
-    return glyph_models().models[TEMPLATE].body.eval()
+    return glyph_models(model_dir).models[TEMPLATE].body.eval()
+
+
+def _icon_entry(game: int) -> ModelEntry:
+    build: Callable[[Path], Any] = lambda model_dir: icon_classifier(game, model_dir)
+    return ModelEntry(
+        ICON_MODELS[game], build, (3, 32, 32), "classify",
+        f"item icons of game {game}: the glyph oracle's trunk (shared by all games) + this game's 24-icon head",
+    )
+
+
+MODELS: tuple[ModelEntry, ...] = (
+    HUD_DIGITS,
+    ModelEntry(COMPACT_MODEL, compact_features, (3, 32, 32), "embed",
+               "compact glyph template's body (48 features; the game app's WEG specializes its last layer)"),
+    *(_icon_entry(g) for g in range(N_GAMES)),
+)
+"""The models this app declares (see :func:`vidnexus.apps.model_catalog`)."""

@@ -1,21 +1,24 @@
 """The traffic app's car colour recognizer: a small CNN trained by the project on car crops rendered
 like ``synthetic://traffic`` cars (random colour shade, length, direction, position in the crop,
 background, lighting, blur and noise). Trained on first use in seconds; cached under
-``<data_dir>/models`` with its held-out accuracy."""
+``<data_dir>/models`` with its held-out accuracy (:mod:`vidnexus.training.fit`). The executors know it
+as ``car_colours`` (:data:`CAR_COLOURS`)."""
 
 from __future__ import annotations
 
-import json
 import random
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from vidnexus.apps.traffic.render import COLOURS, background, draw_car
+from vidnexus.gpu_executor.catalog import ModelEntry
+from vidnexus.training.fit import WeightsCache, fit_minibatches
+from vidnexus.training.fit import load_or_train as _load_or_train
 
-__all__ = ["COLOUR_NAMES", "crop_input", "render_crops", "build", "load_or_train", "car_colours"]
+__all__ = ["COLOUR_NAMES", "crop_input", "render_crops", "build", "load_or_train", "car_colours", "CAR_COLOURS",
+           "MODELS"]
 
 COLOUR_NAMES = tuple(COLOURS)
 VERSION = "car-colours-v2"
@@ -68,42 +71,38 @@ def build() -> Any:
     )
 
 
-def load_or_train(model_dir: Path) -> tuple[Any, dict[str, Any]]:
+def train() -> tuple[Any, dict[str, Any]]:
+    """Train the recognizer on rendered crops; the model and a report with held-out accuracy."""
     import torch
     import torch.nn.functional as F
 
-    path, meta = model_dir / f"{VERSION}.pt", model_dir / f"{VERSION}.json"
     model = build()
-    if path.exists() and meta.exists():
-        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-        return model.eval(), json.loads(meta.read_text())
-    t0 = time.perf_counter()
     xs, ys = render_crops(3000, seed=1)
     vx, vy = render_crops(600, seed=2)
     torch.manual_seed(0)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    x, y = torch.from_numpy(xs), torch.from_numpy(ys)
-    model.train()
-    for _ in range(6):
-        perm = torch.randperm(len(x))
-        for k in range(0, len(x), 64):
-            idx = perm[k : k + 64]
-            opt.zero_grad()
-            F.cross_entropy(model(x[idx]), y[idx]).backward()
-            opt.step()
-    model.eval()
+    fit_minibatches(model, torch.from_numpy(xs), torch.from_numpy(ys), F.cross_entropy, opt, epochs=6, batch_size=64)
     with torch.inference_mode():
         acc = float((model(torch.from_numpy(vx)).argmax(1).numpy() == vy).mean())
     report = {"classes": list(COLOUR_NAMES), "train_examples": len(xs), "heldout_examples": len(vx),
-              "heldout_accuracy": round(acc, 4), "train_seconds": round(time.perf_counter() - t0, 1)}
-    model_dir.mkdir(parents=True, exist_ok=True)
-    torch.save(model.state_dict(), path)
-    meta.write_text(json.dumps(report, indent=2))
+              "heldout_accuracy": round(acc, 4)}
     return model, report
 
 
-def car_colours() -> Any:
-    """The zoo factory: the trained recognizer (trained on first use)."""
-    from vidnexus.config import load_settings
+def load_or_train(model_dir: Path) -> tuple[Any, dict[str, Any]]:
+    """The cached recognizer and its report, or a freshly trained one (saved)."""
+    return _load_or_train(WeightsCache.single(model_dir, VERSION), build, train)
 
-    return load_or_train(load_settings().data_dir / "models")[0]
+
+def car_colours(model_dir: Path) -> Any:
+    """The catalogue entry's build: the trained recognizer (trained on first use)."""
+    return load_or_train(model_dir)[0]
+
+
+CAR_COLOURS = ModelEntry(
+    "car_colours", car_colours, (3, SIZE, SIZE), "classify",
+    "car colour recognizer trained by the project on rendered cars (6 colours; trained on first use, ~15 s)",
+)
+
+MODELS: tuple[ModelEntry, ...] = (CAR_COLOURS,)
+"""The models this app declares (see :func:`vidnexus.apps.model_catalog`)."""

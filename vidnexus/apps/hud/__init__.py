@@ -19,7 +19,7 @@ import numpy as np
 from vidnexus.apps.spec import DemoSpec
 from vidnexus.clock import wall_time
 from vidnexus.operators.chain import App, Inferred, Stream
-from vidnexus.operators.hud import DigitCell, HudCells, assemble
+from vidnexus.apps.hud.cells import DigitCell, HudCells, assemble
 from vidnexus.streams.frame import Frame, image_of
 
 __all__ = ["app", "HudFrame", "crop_cells", "to_row"]

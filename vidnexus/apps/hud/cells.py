@@ -1,4 +1,4 @@
-"""Crop the digit cells of a game HUD into digit-reader inputs.
+"""Crop the digit cells of a game HUD into digit-reader inputs (the HUD and game apps' CPU step).
 
 Example:
     >>> import numpy as np

@@ -1,0 +1,72 @@
+"""What a model repository knows by name without registration: one :class:`ModelEntry` per model.
+
+The repository's own entries are the torchvision architectures of :mod:`vidnexus.gpu_executor.zoo`
+(random weights: compute profiles only). Models an app trains or ships are declared by the app, in
+its own package, and handed to the repository by whoever builds it: the CLI and the roles pass
+:func:`vidnexus.apps.model_catalog` as ``ModelRepository(directory, extra=...)``. Nothing here, and
+nothing else in the executor, imports an app.
+
+Example:
+    >>> def build(model_dir):
+    ...     import torch
+    ...     return torch.nn.Linear(4, 2)
+    >>> tiny = ModelEntry("tiny", build, (4,), "classify", "a 4→2 linear layer")
+    >>> [e.name for e in merge_entries([tiny], [tiny])]   # the same entry twice is one entry
+    ['tiny']
+    >>> merge_entries([tiny], [ModelEntry("tiny", build, (8,), "classify", "another")])
+    Traceback (most recent call last):
+    ...
+    vidnexus.errors.ModelError: two different models are named 'tiny' (a 4→2 linear layer; another)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from vidnexus.errors import ModelError
+
+__all__ = ["ModelEntry", "TASKS", "merge_entries"]
+
+TASKS = ("classify", "detect", "pose", "embed")
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """A model known by name: how to build it and what it expects.
+
+    ``build(model_dir)`` returns the ``nn.Module``; ``model_dir`` is the repository's directory
+    (``<data_dir>/models``), where a model the project trains caches its weights (trained on first
+    use). Architectures with random weights ignore it.
+    """
+
+    name: str
+    build: Callable[[Path], Any]
+    input_shape: tuple[int, ...]
+    task: str
+    description: str
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():
+            raise ModelError(f"model name {self.name!r}: use letters, digits, '_' and '-'")
+        if self.task not in TASKS:
+            raise ModelError(f"model {self.name}: unknown task {self.task!r}; choose one of {TASKS}")
+        if not self.input_shape or any(d <= 0 for d in self.input_shape):
+            raise ModelError(f"model {self.name}: input shape {self.input_shape} must be positive dims")
+
+
+def merge_entries(*groups: Iterable[ModelEntry]) -> tuple[ModelEntry, ...]:
+    """The entries of every group, in order, each name once; an entry listed by two groups (two apps
+    sharing a model) counts once.
+
+    Raises:
+        ModelError: two different entries have one name.
+    """
+    seen: dict[str, ModelEntry] = {}
+    for group in groups:
+        for e in group:
+            other = seen.setdefault(e.name, e)
+            if other != e:
+                raise ModelError(f"two different models are named {e.name!r} ({other.description}; {e.description})")
+    return tuple(seen.values())
