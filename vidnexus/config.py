@@ -80,6 +80,27 @@ class Settings(BaseSettings):
     sql_token: str | None = Field(default=None, repr=False)
     """Bearer token of the read-only SQL endpoint (`vidnexus sql-server`), at least 16 characters."""
 
+    game_specialize: bool = True
+    """The game app specializes its item-icon step per streamer (WEG); ``0`` always runs the oracle.
+    Read when the app is imported."""
+
+    traffic_detector: str | None = None
+    """A zoo detector (``ssdlite``) the traffic app runs on every sampled frame before its colour
+    recognizer, compute only (random weights, boxes discarded); unset, empty or ``0``: off. Read when
+    the app is imported."""
+
+    dance_keypoints: str | None = None
+    """A zoo keypoint model (``keypointrcnn``) the dance app runs on every sampled frame before its
+    pose regressor, compute only (random weights, output discarded); unset, empty or ``0``: off. Read
+    when the app is imported."""
+
+    peers_python: str | None = None
+    """Python interpreter that can ``import pytriton, ray`` for `vidnexus bench peers` (`make test`
+    sets it); unset: the newest complete peers virtualenv under ``cache_dir``."""
+
+    bench_video: str | None = None
+    """Video file `vidnexus bench ingest` decodes; unset: ``../shared/data/real/car-detection.mp4``."""
+
     @field_validator("topic_prefix")
     @classmethod
     def _prefix_is_a_topic_name(cls, v: str) -> str:

@@ -7,36 +7,39 @@ executor batches them, query analysis measures the fan-out after them, the laten
 the SLO over both stages) but never a recognition: their outputs are discarded, and what the app
 reports still comes from its trained models and classical detectors.
 
-An app turns the stage on from an environment variable naming a zoo model of the right task
-(e.g. ``VNX_TRAFFIC_DETECTOR=ssdlite``, ``VNX_DANCE_KEYPOINTS=keypointrcnn``); it is off by default
-because on a CPU these models cost far more than the rest of the chain (see docs/apps.md).
+An app turns the stage on from a setting naming a zoo model of the right task (e.g.
+``VNX_TRAFFIC_DETECTOR=ssdlite``, ``VNX_DANCE_KEYPOINTS=keypointrcnn``: ``Settings.traffic_detector``,
+``Settings.dance_keypoints``); it is off by default because on a CPU these models cost far more than
+the rest of the chain (see docs/apps.md).
 
-    >>> compute_stage_model("VNX_EXAMPLE_UNSET", ("detect",), {}) is None
+    >>> from vidnexus.config import Settings
+    >>> compute_stage_model(Settings(traffic_detector=""), "traffic_detector", ("detect",)) is None
     True
-    >>> compute_stage_model("X", ("detect",), {"X": "resnet18"})
+    >>> compute_stage_model(Settings(traffic_detector="resnet18"), "traffic_detector", ("detect",))
     Traceback (most recent call last):
     ...
-    vidnexus.errors.ConfigError: X=resnet18: a compute-only stage needs a zoo model with task detect; choose one of ssdlite (or unset X)
+    vidnexus.errors.ConfigError: VNX_TRAFFIC_DETECTOR=resnet18: a compute-only stage needs a zoo model with task detect; choose one of ssdlite (or unset VNX_TRAFFIC_DETECTOR)
 """
 
 from __future__ import annotations
 
-import os
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from vidnexus.config import Settings
 from vidnexus.errors import ConfigError
 
 __all__ = ["compute_stage_model", "frame_input", "frame_tensor", "keep_element", "discard_output"]
 
 
-def compute_stage_model(env_var: str, tasks: Sequence[str], environ: Mapping[str, str] | None = None) -> str | None:
-    """The zoo model named by ``env_var`` (None when unset or empty); a clear error when it is not a
-    zoo model of one of ``tasks``."""
+def compute_stage_model(settings: Settings, field: str, tasks: Sequence[str]) -> str | None:
+    """The zoo model the setting ``field`` names (None when unset, empty or ``0``/``off``/``none``/``no``);
+    a clear error, naming its ``VNX_`` variable, when it is not a zoo model of one of ``tasks``."""
     from vidnexus.gpu_executor.zoo import ZOO
 
-    name = (os.environ if environ is None else environ).get(env_var, "").strip()
+    env_var = f"VNX_{field.upper()}"
+    name = (getattr(settings, field) or "").strip()
     if not name or name.lower() in ("0", "off", "none", "no"):
         return None
     choices = sorted(n for n, e in ZOO.items() if e.task in tasks)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import resource
 import shutil
 import subprocess
@@ -62,7 +61,10 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     import av
     from rich.table import Table
 
-    video = Path(os.environ.get("VNX_BENCH_VIDEO", "")) if os.environ.get("VNX_BENCH_VIDEO") else default_video()
+    from vidnexus.config import load_settings
+
+    chosen = load_settings().bench_video
+    video = Path(chosen) if chosen else default_video()
     frames = av.open(str(video)).streams.video[0].frames
     repeats = 1 if quick else 3
     modes = {"1 fps": (1.0, None), "5 fps": (5.0, None), "every frame": (None, 1)}

@@ -56,10 +56,13 @@ INSTALL_HINT = ("the peers (nvidia-pytriton, ray[serve]) are not installed: run 
 
 def peers_python() -> str:
     """The interpreter that has the peers: $VNX_PEERS_PYTHON, else the newest complete virtualenv
-    made by scripts/peers-venv.sh."""
-    py = os.environ.get("VNX_PEERS_PYTHON")
+    made by scripts/peers-venv.sh (under $VNX_CACHE_DIR)."""
+    from vidnexus.config import load_settings
+
+    settings = load_settings()
+    py = settings.peers_python
     if not py:
-        cache = Path(os.environ.get("VNX_CACHE_DIR", Path.home() / ".cache" / "vidnexus"))
+        cache = settings.cache_dir
         done = sorted(glob.glob(str(cache / "peers-venv-*" / ".complete")), key=os.path.getmtime)
         py = str(Path(done[-1]).parent / "bin" / "python") if done else ""
     if not py or subprocess.run([py, "-c", "import pytriton, ray.serve"], capture_output=True).returncode != 0:

@@ -40,6 +40,7 @@ from vidnexus.apps.dance.render import (
 from vidnexus.apps.compute import compute_stage_model, discard_output, frame_input, keep_element
 from vidnexus.apps.spec import DemoSpec
 from vidnexus.clock import wall_time
+from vidnexus.config import load_settings
 from vidnexus.operators.chain import App, Inferred, Stream
 from vidnexus.streams.frame import Frame, image_of
 
@@ -47,7 +48,7 @@ __all__ = ["app", "QUERIES", "DEMO", "score_pose"]
 
 app = App("dance", slo_ms=300)
 pose = app.model("dance_pose")
-KEYPOINTS_MODEL = compute_stage_model("VNX_DANCE_KEYPOINTS", ("pose",))
+KEYPOINTS_MODEL = compute_stage_model(load_settings(), "dance_keypoints", ("pose",))
 keypoints = app.model(KEYPOINTS_MODEL, decode=discard_output) if KEYPOINTS_MODEL else None
 frames_table = app.table(
     "dance_frames",

@@ -22,7 +22,6 @@ batches them together (prefix batching). Set ``VNX_GAME_SPECIALIZE=0`` to always
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,6 +30,7 @@ import numpy as np
 from vidnexus.apps.game.models import COMPACT_MODEL, ICON_MODELS, TEMPLATE, glyph_models
 from vidnexus.apps.game.render import FIELDS, ICON_SIZE, N_GAMES, style
 from vidnexus.clock import wall_time
+from vidnexus.config import load_settings
 from vidnexus.gpu_executor.weg import WegParams
 from vidnexus.operators.chain import App, Stream
 from vidnexus.apps.hud.cells import DigitCell, HudCells, assemble
@@ -70,7 +70,7 @@ def _setup(key: str) -> KeySetup:
 # The reference's τ_a is +0.05 for a 69%-accurate oracle; ours is ~97% accurate, so the cascade may
 # trail it by at most one point (as in `vidnexus bench weg`).
 specializer = Specializer(_setup, WegParams(tau_a=-0.01), template=TEMPLATE)
-SPECIALIZE = os.environ.get("VNX_GAME_SPECIALIZE", "1") not in ("0", "false", "no")
+SPECIALIZE = load_settings().game_specialize
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from vidnexus.apps.spec import DemoSpec
 from vidnexus.apps.traffic.models import COLOUR_NAMES, crop_input
 from vidnexus.apps.traffic.render import parse_cars
 from vidnexus.clock import wall_time
+from vidnexus.config import load_settings
 from vidnexus.operators.chain import App, Inferred, Stream
 from vidnexus.operators.cv import MotionCounter
 from vidnexus.operators.tracking import Track, moving_tracks
@@ -46,7 +47,7 @@ __all__ = ["app", "Sighting", "QUERIES", "DEMO"]
 
 app = App("traffic", slo_ms=400, ordered=True)
 colours = app.model("car_colours", decode=lambda logits: COLOUR_NAMES[int(np.argmax(logits))])
-DETECTOR = compute_stage_model("VNX_TRAFFIC_DETECTOR", ("detect",))
+DETECTOR = compute_stage_model(load_settings(), "traffic_detector", ("detect",))
 detector = app.model(DETECTOR, decode=discard_output) if DETECTOR else None
 objects = app.table(
     "traffic_objects",
