@@ -8,11 +8,12 @@ executor::
 
 from vidnexus.config import Settings, load_settings
 from vidnexus.errors import VidnexusError
-from vidnexus.gpu_executor import Executor, InferReply, Profile, SessionSpec
+from vidnexus.contracts.replies import Reply
+from vidnexus.gpu_executor import Executor, Profile, SessionSpec
 from vidnexus.streams import Frame
 
 __all__ = [
-    "Executor", "Frame", "InferReply", "Profile", "SessionSpec", "Settings", "VidnexusError",
+    "Executor", "Frame", "Profile", "Reply", "SessionSpec", "Settings", "VidnexusError",
     "load_settings",
 ]
 __version__ = "0.1.0"

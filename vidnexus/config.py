@@ -2,8 +2,8 @@
 
 Example:
     >>> s = Settings(bus="memory", store="chdb")
-    >>> s.topic("frames")
-    'vnx.frames'
+    >>> s.topic_prefix, s.kafka_driver
+    ('vnx', 'confluent')
 """
 
 from __future__ import annotations
@@ -118,10 +118,6 @@ class Settings(BaseSettings):
         if v <= 0:
             raise ValueError(f"connect_timeout_s must be > 0 seconds, got {v}")
         return v
-
-    def topic(self, name: str) -> str:
-        """Full topic name for ``name`` under the configured prefix."""
-        return f"{self.topic_prefix}.{name}"
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, Sequence, TypeVar
 
 if TYPE_CHECKING:
-    from vidnexus.gpu_executor.profile import Profile
-    from vidnexus.streams.frame import Frame
+    from vidnexus.clock import Clock
+    from vidnexus.contracts.profile import Profile
+    from vidnexus.contracts.frames import Frame
 
 __all__ = ["FakeClock", "ListSource", "ListSink", "FakeRunner", "linear_profile", "MemoryStore", "frame_factory"]
 
@@ -22,38 +23,102 @@ T = TypeVar("T")
 
 
 class FakeClock:
-    """A clock that moves only when told to. ``sleep`` advances it; ``wait`` advances to the timeout."""
+    """A clock that moves only when told to: by :meth:`advance`/:meth:`set`, or by a :meth:`sleep`
+    (the sleeper asks for time to pass, and gets it at once).
 
-    def __init__(self, start: float = 0.0) -> None:
+    A thread that *waits* (:meth:`wait`, :meth:`wait_for`: an event or a timeout) blocks until the
+    event comes or another thread moves the clock past its timeout, so background loops on a fake
+    clock neither spin nor sleep. ``wall()`` reads ``wall_start`` at construction and moves with
+    ``now()``.
+
+    Example:
+        >>> clock = FakeClock(start=5.0, wall_start=1000.0)
+        >>> clock.sleep(2.0); clock.now(), clock.wall()
+        (7.0, 1002.0)
+        >>> done = threading.Event()
+        >>> t = threading.Thread(target=lambda: clock.wait(done, 1.0)); t.start()
+        >>> clock.until_waiting(1); clock.advance(1.0); t.join(5); t.is_alive()
+        False
+    """
+
+    def __init__(self, start: float = 0.0, wall_start: float = 1_700_000_000.0) -> None:
         self._now = float(start)
-        self._lock = threading.Lock()
+        self._wall_offset = float(wall_start) - float(start)
+        self._cv = threading.Condition()  # guards _now and _waiting
+        self._waiting: list[threading.Condition] = []
 
     def now(self) -> float:
-        with self._lock:
+        with self._cv:
             return self._now
+
+    def wall(self) -> float:
+        return self._wall_offset + self.now()
 
     def advance(self, seconds: float) -> None:
         if seconds < 0:
             raise ValueError(f"a clock cannot go back ({seconds} s)")
-        with self._lock:
+        with self._cv:
             self._now += seconds
+        self._tick()
 
     def set(self, t: float) -> None:
-        with self._lock:
+        with self._cv:
             if t < self._now:
                 raise ValueError(f"a clock cannot go back (from {self._now} to {t})")
             self._now = t
+        self._tick()
+
+    def _tick(self) -> None:
+        """Wake every waiter so it re-reads the time. Waiters register before they read the time and
+        hold their condition until they wait on it, so no tick is lost between the two."""
+        with self._cv:
+            conds = list({id(c): c for c in self._waiting}.values())
+        for c in conds:
+            with c:
+                c.notify_all()
 
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
             self.advance(seconds)
 
     def wait(self, event: threading.Event, timeout: float | None) -> bool:
-        if event.is_set():
-            return True
-        if timeout:
-            self.advance(timeout)
-        return event.is_set()
+        # Event.set() notifies the event's own condition (CPython's threading.Event._cond): waiting on
+        # it lets either set() or an advance() wake us.
+        cond: threading.Condition = getattr(event, "_cond")
+        with cond:
+            return self.wait_for(cond, event.is_set, timeout)
+
+    def wait_for(self, cond: threading.Condition, predicate: Callable[[], bool], timeout: float | None) -> bool:
+        """Like ``cond.wait_for(predicate, timeout)``, the timeout in this clock's seconds. The
+        caller holds ``cond``; a condition on a plain Lock must not be held by a thread that moves
+        the clock (an RLock may)."""
+        with self._cv:
+            deadline = None if timeout is None else self._now + timeout
+            self._waiting.append(cond)
+            self._cv.notify_all()
+        try:
+            while True:
+                if predicate():
+                    return True
+                if deadline is not None and self.now() >= deadline:
+                    return False
+                cond.wait()
+        finally:
+            with self._cv:
+                self._waiting.remove(cond)
+                self._cv.notify_all()
+
+    def waiting(self) -> int:
+        """How many threads wait on this clock now."""
+        with self._cv:
+            return len(self._waiting)
+
+    def until_waiting(self, n: int = 1, timeout_s: float = 10.0) -> None:
+        """Block until at least ``n`` threads wait on this clock, so that an :meth:`advance` surely
+        reaches them. Raises AssertionError after ``timeout_s`` real seconds (a test that would hang)."""
+        with self._cv:
+            if not self._cv.wait_for(lambda: len(self._waiting) >= n, timeout_s):
+                raise AssertionError(f"{len(self._waiting)} thread(s) wait on the clock, expected {n}")
 
 
 class ListSource(Generic[T]):
@@ -81,7 +146,7 @@ class ListSink(Generic[T]):
 
 def linear_profile(alpha_ms: float, beta_ms: float, max_batch: int = 64) -> "Profile":
     """A batching profile ℓ(b) = αb + β (milliseconds in, seconds stored)."""
-    from vidnexus.gpu_executor.profile import Profile
+    from vidnexus.contracts.profile import Profile
 
     return Profile.linear(alpha_ms / 1000.0, beta_ms / 1000.0, max_batch)
 
@@ -145,15 +210,16 @@ class MemoryStore:
 
 
 def frame_factory(stream: str, frame_no: int, *, image: Any = None, fps: float = 10.0,
-                  ingest_ts: float | None = None, tags: dict[str, str] | None = None) -> "Frame":
+                  ingest_ts: float | None = None, tags: dict[str, str] | None = None,
+                  clock: "Clock | None" = None) -> "Frame":
     """A sampled Frame for tests: raw BGR ``image`` (a black 32×24 by default), pts from ``fps``,
-    ``ingest_ts`` now by default (so deadlines are in the future)."""
+    ``ingest_ts`` now by default (``clock.wall()`` when a clock is given), so deadlines are ahead."""
     import numpy as np
 
     from vidnexus.clock import wall_time
-    from vidnexus.streams.frame import Frame
+    from vidnexus.contracts.frames import Frame
 
     img = np.zeros((24, 32, 3), np.uint8) if image is None else np.ascontiguousarray(image, np.uint8)
-    ts = wall_time() if ingest_ts is None else ingest_ts
+    ts = ingest_ts if ingest_ts is not None else clock.wall() if clock is not None else wall_time()
     return Frame(stream, frame_no, frame_no / fps, ts, ts, img.shape[1], img.shape[0], "raw", img.tobytes(),
                  dict(tags or {}))

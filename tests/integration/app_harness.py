@@ -1,5 +1,5 @@
 """Run a built-in app distributed over the real broker and ClickHouse server: one executor, one
-faust worker and one sink process, frames published by the test at the sources' real pace (so the
+worker and one sink process, frames published by the test at the sources' real pace (so the
 app's own SLO applies), and every frame waited for in ``vnx_frames``."""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from vidnexus.clock import wall_time
 from vidnexus.config import Settings
 from vidnexus.connectors.clickhouse_store import ClickHouseStore
 from tests.integration.conftest import kafka_bus_of
-from vidnexus.streams.frame import Frame, encode_frame, jpeg_encode
+from vidnexus.contracts.frames import Frame, encode_frame
+from vidnexus.streams.images import jpeg_encode
 from vidnexus.streams.sampling import FpsSampler
 
 
@@ -107,7 +108,7 @@ def render(sources: list[tuple[str, Any]], sample_fps: float, app: str) -> list[
 
 def feed(d: Deployment, frames: list[tuple[float, str, Any, dict[str, Any]]]) -> threading.Thread:
     """Publish frames at their presentation times (ingest time stamped at publish), in a thread."""
-    topic = d.settings.topic("frames")
+    topic = Topics(d.settings.topic_prefix).frames
     d.bus.create_topic(topic, 8)
 
     def run() -> None:

@@ -1,7 +1,6 @@
 """Two models served by a `vidnexus executor` process over the real broker; replies reach the
 right callers; malformed requests are dead-lettered; stats are published."""
 
-import json
 import os
 import socket
 import subprocess
@@ -16,7 +15,8 @@ import pytest
 from vidnexus.config import Settings
 from tests.integration.conftest import kafka_bus_of
 from vidnexus.gpu_executor.client import ExecutorClient
-from vidnexus.gpu_executor.service import request_topic
+from vidnexus.contracts.stats import decode_stats
+from vidnexus.contracts.topics import Topics
 
 
 @pytest.fixture
@@ -58,11 +58,9 @@ def test_two_models_replies_routed_to_the_right_callers(executor_proc):
     bus.flush()
     replies = [(name, sess, f.result(timeout=90)) for name, sess, f in sent]
     for name, sess, r in replies:
-        assert r.session_id == sess
         assert r.ok, r.reason
-        assert len(r.output) == (10 if sess.startswith("lenet5") else 1000)
-        assert r.latency_s >= r.executor_latency_s > 0  # the caller's view includes the Kafka hops
-    assert len({r.request_id for _, _, r in replies}) == len(sent)
+        assert len(r.output) == (10 if sess.startswith("lenet5") else 1000)  # each reply on its request's future
+        assert r.latency_s > 0  # the caller's view: submit to reply, Kafka hops included
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{settings.metrics_port}/metrics", timeout=10).read().decode()
     served = [line for line in metrics.splitlines() if line.startswith('vnx_requests_total{session="lenet5-300ms"}')]
     assert served and float(served[0].split()[-1]) >= 24
@@ -74,17 +72,18 @@ def test_two_models_replies_routed_to_the_right_callers(executor_proc):
 def test_malformed_request_is_dead_lettered_and_stats_are_published(executor_proc):
     settings = executor_proc
     bus = kafka_bus_of("confluent", settings.kafka_bootstrap)
-    bus.publish(request_topic(settings, "lenet5-300ms"), b"junk", b"\x00not msgpack")
+    bus.publish(Topics(settings.topic_prefix).requests("lenet5-300ms"), b"junk", b"\x00not msgpack")
     bus.flush()
-    dlq = bus.subscribe([settings.topic("dead-letter")], group=None)
-    stats = bus.subscribe([settings.topic("stats")], group=None)
+    topics = Topics(settings.topic_prefix)
+    dlq = bus.subscribe([topics.dead_letter("requests")], group=None)
+    stats = bus.subscribe([topics.stats], group=None)
     got_dead, got_stats, deadline = [], [], time.monotonic() + 60
     while (not got_dead or not got_stats) and time.monotonic() < deadline:
         got_dead += dlq.poll(timeout_s=0.5)
         got_stats += stats.poll(timeout_s=0.5)
     assert got_dead and dict(got_dead[0].headers)["reason"].startswith(b"malformed req message")
-    doc = json.loads(got_stats[0].value)
-    assert {"targets", "sessions"} <= set(doc)
-    assert set(doc["targets"]) == {"lenet5-300ms", "mobilenet_v3_small-2000ms"}
+    doc = decode_stats(got_stats[0].value)
+    assert {s.session for s in doc.sessions} == {"lenet5-300ms", "mobilenet_v3_small-2000ms"}
+    assert set(doc.targets) == {"lenet5-300ms", "mobilenet_v3_small-2000ms"}
     dlq.close(), stats.close()
     bus.close()

@@ -9,7 +9,7 @@ import uuid
 import numpy as np
 
 from tests.integration.conftest import kafka_bus_of
-from vidnexus.streams.frame import decode_frame
+from vidnexus.contracts.frames import decode_frame
 
 REAL = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "real"))
 

@@ -1,8 +1,7 @@
-"""Operator chains over the real broker and ClickHouse server: the same app in the local runtime and
-in faust workers gives the same rows; a faust worker killed with SIGKILL and restarted loses no
-frame and double-counts none."""
+"""Worker roles over the real broker and ClickHouse server: a worker killed with SIGKILL mid-run and
+restarted loses no frame and double-counts none; a faust worker whose consumer stalls restarts
+itself. (Embedded vs distributed rows: test_embedded_and_distributed.py.)"""
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -17,13 +16,13 @@ from vidnexus.clock import wall_time
 from vidnexus.config import Settings
 from vidnexus.connectors.clickhouse_store import ClickHouseStore
 from tests.integration.conftest import kafka_bus_of
-from vidnexus.operators.chain import load_app
-from vidnexus.streams.frame import Frame, encode_frame, jpeg_encode
+from vidnexus.contracts.frames import Frame, encode_frame
+from vidnexus.contracts.topics import Topics
+from vidnexus.streams.images import jpeg_encode
 from vidnexus.streams.synthetic import SyntheticSource
 
 APP_REF = "tests.integration.apps.hud_patient:app"
 SLO_MS = 600_000  # the test app's SLO: one stage, so the session is hud_digits-600000ms
-COMPARED = "stream, frame_no, row_idx, pts, score_read, kills_read, score_truth, kills_truth, digits"
 
 
 def frames(tag: str, streams: int, per_stream: int) -> list[Frame]:
@@ -98,7 +97,7 @@ def cluster(kafka_bootstrap, clickhouse_url, trained_reader):
 
 
 def publish(bus, settings, fs):
-    topic = settings.topic("frames")
+    topic = Topics(settings.topic_prefix).frames
     bus.create_topic(topic, 8)
     for f in fs:
         bus.publish(topic, f.stream_id.encode(), encode_frame(f))
@@ -116,47 +115,8 @@ def wait_count(store, sql, want, timeout_s, log):
     pytest.fail(f"{sql} reached {got}, wanted {want}; role logs:\n{''.join(log[-40:])}")
 
 
-def test_local_and_faust_runtimes_write_the_same_rows(cluster, clickhouse_url):
-    env, settings, bus, store, procs, log = cluster
-    tag = uuid.uuid4().hex[:6]
-    fs = frames(tag, streams=4, per_stream=12)
-
-    # Local runtime: in-process executor, rows into a database of its own on the same server.
-    from vidnexus.operators.infer import LocalBackend, build_local_executor
-    from vidnexus.operators.local import LocalRuntime
-
-    store.execute("CREATE DATABASE IF NOT EXISTS vnx_local")
-    local_store = ClickHouseStore(clickhouse_url.rsplit("/", 1)[0] + "/vnx_local")
-    app = load_app(APP_REF)
-    executor, slos = build_local_executor(app, Settings())
-    rt = LocalRuntime(app, local_store, LocalBackend(app, executor, slos))
-    stats = asyncio.run(rt.process(fs))
-    rt.close()
-    executor.stop()
-    assert stats.frames == len(fs) and stats.status == {"ok": len(fs)}
-
-    # Faust runtime: two workers in one consumer group, executor and sink as separate processes.
-    workers = [start(env, "worker", APP_REF, ready="started", log=log) for _ in range(2)]
-    procs.extend(workers)
-    publish(bus, settings, fs)
-    where = f"stream LIKE '{tag}-%'"
-    wait_count(store, f"SELECT count() FROM vnx_frames FINAL WHERE app = 'hud_patient' AND {where}", len(fs), 180, log)
-    wait_count(store, f"SELECT count() FROM hud_patient_reads FINAL WHERE {where}", len(fs), 30, log)
-
-    q = f"SELECT {COMPARED} FROM hud_patient_reads FINAL WHERE {where} ORDER BY stream, frame_no, row_idx"
-    local_rows = local_store.query(q).rows
-    faust_rows = store.query(q).rows
-    assert len(local_rows) == len(fs)
-    assert faust_rows == local_rows
-    # And the reads are right: the digit reader read the rendered numbers.
-    exact = store.query(f"SELECT avg(score_read = score_truth AND kills_read = kills_truth) FROM "
-                        f"hud_patient_reads FINAL WHERE {where}").scalar()
-    assert exact >= 0.97
-    local_store.close()
-
-
 @pytest.mark.timeout(600)
-def test_faust_worker_killed_mid_run_loses_nothing_and_counts_once(cluster):
+def test_worker_killed_mid_run_loses_nothing_and_counts_once(cluster):
     env, settings, bus, store, procs, log = cluster
     tag = uuid.uuid4().hex[:6]
     fs = frames(tag, streams=4, per_stream=40)
@@ -209,8 +169,8 @@ def test_stalled_worker_restarts_itself_and_loses_nothing(cluster):
     fs = frames(tag, streams=2, per_stream=10)
     where = f"stream LIKE '{tag}-%'"
     wlog: list[str] = []
-    worker = start(dict(env, VNX_FAULT_SWALLOW_FRAMES="1"), "worker", APP_REF, "--stall-restart", "5",
-                   ready="started", log=wlog)
+    worker = start(dict(env, VNX_FAULT_SWALLOW_FRAMES="1"), "worker", APP_REF, "--runtime", "faust",
+                   "--stall-restart", "5", ready="started", log=wlog)
     procs.append(worker)
     publish(bus, settings, fs)
     frames_sql = f"SELECT count() FROM vnx_frames FINAL WHERE app = 'hud_patient' AND {where}"

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from vidnexus.streams.frame import decode_frame
+from vidnexus.contracts.frames import decode_frame
 from vidnexus.streams.ingest import Backoff, StreamSpec, StreamWorker
 
 HERE = os.path.dirname(__file__)

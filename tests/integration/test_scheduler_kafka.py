@@ -2,7 +2,6 @@
 session's rate changes the plan within one epoch; killing an executor re-plans its sessions onto
 the other within one epoch; every request meanwhile is answered or counted as dropped."""
 
-import json
 import os
 import signal
 import subprocess
@@ -15,6 +14,8 @@ import numpy as np
 import pytest
 
 from vidnexus.config import Settings
+from vidnexus.contracts.plans import decode_plan
+from vidnexus.contracts.topics import Topics
 from tests.integration.conftest import kafka_bus_of
 from vidnexus.gpu_executor.client import ExecutorClient
 
@@ -39,14 +40,14 @@ def start(env, *args, ready):
 
 class Plans:
     def __init__(self, bus, settings):
-        self.c = bus.subscribe([settings.topic("control")], group=None, from_beginning=True)
+        self.c = bus.subscribe([Topics(settings.topic_prefix).control], group=None, from_beginning=True)
         self.docs = []
 
     def wait(self, cond, timeout_s, what):
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             for m in self.c.poll(timeout_s=0.5):
-                self.docs.append(json.loads(m.value))
+                self.docs.append(decode_plan(m.value))
             for d in self.docs:
                 if cond(d):
                     return d
@@ -85,25 +86,25 @@ def test_plans_follow_load_and_executor_failure(kafka_bootstrap, tmp_path):
         loader = threading.Thread(target=load, daemon=True)
         loader.start()
         plans = Plans(bus, settings)
-        first = plans.wait(lambda d: d["rates"].get("lenet5-200ms", 0) > 5 and len(d["executors"]) == 2,
+        first = plans.wait(lambda d: d.rates.get("lenet5-200ms", 0) > 5 and len(d.executors) == 2,
                            EPOCH_S * 4 + 10, "with both executors and the initial load")
         rate["lenet5-200ms"] = 200.0  # 10×; the loader thread may reach less on a busy machine
         raised = time.monotonic()
-        base = first["rates"]["lenet5-200ms"]
-        plans.wait(lambda d: d["epoch"] > first["epoch"] and d["rates"].get("lenet5-200ms", 0) > 2 * base,
+        base = first.rates["lenet5-200ms"]
+        plans.wait(lambda d: d.epoch > first.epoch and d.rates.get("lenet5-200ms", 0) > 2 * base,
                    EPOCH_S + 4, "reflecting the raised rate")
         assert time.monotonic() - raised <= EPOCH_S + 4
         rate["lenet5-200ms"] = 20.0
         latest = plans.docs[-1]
-        victim = next((e for e in ("e2", "e1") if latest["assignments"].get(e)), "e2")
+        victim = next((e for e in ("e2", "e1") if latest.assignments.get(e)), "e2")
         survivor = "e1" if victim == "e2" else "e2"
         procs[victim].send_signal(signal.SIGKILL)
         procs[victim].wait()
         killed = time.monotonic()
-        moved = plans.wait(lambda d: d["executors"] == [survivor] and
-                           set(d["assignments"].get(survivor, {})) >= set(SESSIONS), 3.0 + EPOCH_S + 4,
+        moved = plans.wait(lambda d: d.executors == (survivor,) and
+                           set(d.assignments.get(survivor, {})) >= set(SESSIONS), 3.0 + EPOCH_S + 4,
                            "moving every session onto the surviving executor")
-        assert victim not in moved["assignments"]
+        assert victim not in moved.assignments
         assert time.monotonic() - killed <= 3.0 + EPOCH_S + 4
         # The dead member's partitions stay with it until Kafka's session timeout (6 s) expires and
         # the group rebalances; what it held is redelivered late and ends as deadline drops. Requests

@@ -2,7 +2,6 @@
 the app's SLO across the two stages and plans those sessions, the executor creates them, and the
 worker moves its requests to them — with every frame accounted meanwhile."""
 
-import json
 import os
 import threading
 import time
@@ -12,6 +11,9 @@ import pytest
 
 from vidnexus.config import Settings
 from vidnexus.connectors.clickhouse_store import ClickHouseStore
+from vidnexus.contracts.plans import decode_plan
+from vidnexus.contracts.stats import decode_stats
+from vidnexus.contracts.topics import Topics
 from tests.integration.conftest import kafka_bus_of
 from tests.integration.test_operators_kafka import frames, publish, start, stop, wait_count
 
@@ -44,9 +46,10 @@ def test_scheduler_split_is_planned_hosted_and_adopted(kafka_bootstrap, clickhou
         fs = frames(tag, streams=2, per_stream=600)  # up to 2 minutes of 2 streams at 5 fps
         for f in fs:
             f.tags["apps"] = "two_stage"
-        plans = bus.subscribe([settings.topic("control")], group=None, from_beginning=True)
-        stats = bus.subscribe([settings.topic("stats")], group=None, from_beginning=False)
-        docs: list[dict] = []
+        topics = Topics(settings.topic_prefix)
+        plans = bus.subscribe([topics.control], group=None, from_beginning=True)
+        stats = bus.subscribe([topics.stats], group=None, from_beginning=False)
+        docs: list = []
 
         sent: list = []
         halt = threading.Event()
@@ -72,27 +75,26 @@ def test_scheduler_split_is_planned_hosted_and_adopted(kafka_bootstrap, clickhou
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and adopted is None:
             for m in plans.poll(timeout_s=0.5):
-                d = json.loads(m.value)
+                d = decode_plan(m.value)
                 docs.append(d)
-                sp = d.get("splits", {}).get("two_stage", {})
-                if sp.get("ok"):
-                    sids = {f"{k}-{v:g}ms" for k, v in sp["budgets_ms"].items()}
-                    served = {s for per in d["assignments"].values() for s in per}
-                    if sids <= served:
+                sp = d.splits.get("two_stage")
+                if sp is not None and sp.ok:
+                    sids = {f"{k}-{v:g}ms" for k, v in sp.budgets_ms.items()}
+                    if sids <= d.served():
                         adopted = (d, sp, sids)
         assert adopted, f"no plan with a latency split for two_stage; last: {docs[-1:] }\n{''.join(log[-30:])}"
         doc, sp, sids = adopted
-        assert 5.0 <= sp["gamma"]["mobilenet_v3_small->hud_digits"] <= 7.0   # 6 cells per frame (drops aside)
-        assert sum(sp["budgets_ms"].values()) <= 1000
+        assert 5.0 <= sp.gamma["mobilenet_v3_small->hud_digits"] <= 7.0   # 6 cells per frame (drops aside)
+        assert sum(sp.budgets_ms.values()) <= 1000
         # The executor created the split's sessions (it reports them), and the worker moved its
         # first-stage requests to the new session (whether they survive is up to the CPU).
-        first = f"mobilenet_v3_small-{sp['budgets_ms']['mobilenet_v3_small']:g}ms"
+        first = f"mobilenet_v3_small-{sp.budgets_ms['mobilenet_v3_small']:g}ms"
         arrivals: dict[str, int] = {}
         end = time.monotonic() + 40
         while time.monotonic() < end and not (sids <= set(arrivals) and arrivals.get(first, 0) > 0):
             for m in stats.poll(timeout_s=0.5):
-                for st in json.loads(m.value)["sessions"]:
-                    arrivals[st["session"]] = st["arrivals"]
+                for st in decode_stats(m.value).sessions:
+                    arrivals[st.session] = st.arrivals
         halt.set()
         feeder.join()
         assert sids <= set(arrivals), (sids, arrivals)
@@ -105,14 +107,14 @@ def test_scheduler_split_is_planned_hosted_and_adopted(kafka_bootstrap, clickhou
         unexplained = store.query(f"SELECT count() FROM vnx_frames FINAL WHERE {where} AND status != 'ok' "
                                   "AND reasons = ''").scalar()
         assert unexplained == 0
-        print(f"split {sp['budgets_ms']} (even {sp['even_ms']}), γ {sp['gamma']}; frames {by}; arrivals {arrivals}")
+        print(f"split {sp.budgets_ms} (even {sp.even_ms}), γ {sp.gamma}; frames {by}; arrivals {arrivals}")
         # With the worker gone, its app report goes stale, the split's sessions get no load and no
         # request: the scheduler stops covering them and the executor retires them, unloading the
         # model it loaded only for them.
         # (Only when the split differs from the even split the executor started with: those sessions
         # it was started with are never retired.)
         stop(worker)
-        if sp["budgets_ms"] != sp["even_ms"]:
+        if sp.budgets_ms != sp.even_ms:
             end = time.monotonic() + 120
             while time.monotonic() < end and not any(f"retired session {first}" in ln for ln in log):
                 time.sleep(1)

@@ -126,7 +126,7 @@ def test_documented_queries_run_on_the_server(clickhouse_url, endpoint):
     """The apps' queries, checked by the guard (chdb's parser) and run on 18.16 in their canonical form."""
     from vidnexus.apps import APP_REFS
     from vidnexus.connectors.store import ensure_table
-    from vidnexus.operators.chain import load_app
+    from vidnexus.apps import load_app
     from vidnexus.operators.engine import FRAMES_TABLE
 
     owner = ClickHouseStore(clickhouse_url)

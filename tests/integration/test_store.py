@@ -7,7 +7,7 @@ import pytest
 
 from vidnexus.connectors.chdb_store import ChdbStore
 from vidnexus.connectors.clickhouse_store import ClickHouseStore
-from vidnexus.connectors.store import Column, TableSchema
+from vidnexus.contracts.schema import Column, TableSchema
 from vidnexus.errors import ConnectorError
 
 

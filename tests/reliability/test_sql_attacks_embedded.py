@@ -133,7 +133,7 @@ def app_tables(endpoint):
     """The apps' tables and vnx_frames, created after the corpus ran (tests run in file order)."""
     from vidnexus.apps import APP_REFS
     from vidnexus.connectors.store import ensure_table
-    from vidnexus.operators.chain import load_app
+    from vidnexus.apps import load_app
     from vidnexus.operators.engine import FRAMES_TABLE
 
     ep, store = endpoint

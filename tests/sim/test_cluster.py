@@ -4,9 +4,9 @@ import random
 
 import pytest
 
-from vidnexus.gpu_executor.baselines import batch_oblivious
-from vidnexus.gpu_executor.profile import Profile
-from vidnexus.gpu_executor.squishy import SessionLoad, plan
+from vidnexus.control.baselines import batch_oblivious
+from vidnexus.contracts.profile import Profile
+from vidnexus.control.squishy import SessionLoad, plan
 from vidnexus.sim.cluster import Router, simulate_cluster
 from vidnexus.sim.loadgen import merge, poisson_arrivals, uniform_arrivals
 

@@ -5,7 +5,7 @@ import random
 import pytest
 
 from vidnexus.gpu_executor.backend import SessionSpec
-from vidnexus.gpu_executor.profile import Profile
+from vidnexus.contracts.profile import Profile
 from vidnexus.sim.loadgen import arrivals, merge, poisson_arrivals, uniform_arrivals
 from vidnexus.sim.simulator import goodput, simulate
 

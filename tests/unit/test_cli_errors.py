@@ -95,8 +95,18 @@ SEMANTIC = [
     ["models", "profile", "nope"],
     ["services", "up", "--only", "nope"],
     ["sql-server", "--token", "short"],
-    ["worker", "hud"],  # VNX_BUS=memory: the worker runs on Kafka
+    ["worker", "hud"],  # VNX_BUS=memory: a distributed role refuses to start
+    ["executor", "-s", "resnet18:100"],
+    ["scheduler"],
+    ["sink"],
+    ["ingest"],
+    ["scheduler", "--epoch", "5", "--min-epoch", "10"],
     ["worker", "no_such_module:app"],
+    ["worker", "hud", "--runtime", "spark"],
+    ["run", "no_such_module:app"],
+    ["run", "hud"],  # no --stream and no registered stream feeds hud
+    ["streams", "add", "cam", "synthetic://hud", "--app", "nope"],
+    ["streams", "add", "cam", "synthetic://hud", "--until", "0"],
     ["streams", "add", "cam", "synthetic://hud", "--tag", "bad"],
     ["streams", "add", "bad name!", "synthetic://hud"],
     ["streams", "add", "cam", ""],

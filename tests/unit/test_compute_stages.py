@@ -16,7 +16,7 @@ def _python(code: str, **env: str) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
-GRAPH = ("import json; from vidnexus.operators.chain import load_app; from vidnexus.operators.infer import stage_slos; "
+GRAPH = ("import json; from vidnexus.apps import load_app; from vidnexus.operators.infer import stage_slos; "
          "a = load_app({app!r}); g = a.graph(); "
          "print(json.dumps({{'models': g.models, 'depth': g.depth(), 'slos': stage_slos(a)}}))")
 
@@ -36,7 +36,7 @@ def test_the_switch_puts_a_first_stage_before_the_recognizer(app, var, model, re
 
 
 def test_a_model_of_the_wrong_task_is_a_clear_error():
-    r = _python("from vidnexus.operators.chain import load_app; load_app('traffic')", VNX_TRAFFIC_DETECTOR="resnet18")
+    r = _python("from vidnexus.apps import load_app; load_app('traffic')", VNX_TRAFFIC_DETECTOR="resnet18")
     assert r.returncode != 0
     assert "VNX_TRAFFIC_DETECTOR=resnet18: a compute-only stage needs a zoo model with task detect" in r.stderr
     assert "ssdlite" in r.stderr

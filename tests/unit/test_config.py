@@ -8,7 +8,7 @@ def test_env_prefix(monkeypatch):
     monkeypatch.setenv("VNX_BUS", "kafka")
     monkeypatch.setenv("VNX_TOPIC_PREFIX", "prod")
     s = load_settings()
-    assert s.bus == "kafka" and s.topic("frames") == "prod.frames"
+    assert s.bus == "kafka" and s.topic_prefix == "prod"
 
 
 def test_overrides_beat_env(monkeypatch):

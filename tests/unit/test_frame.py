@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from vidnexus.errors import CodecError
-from vidnexus.streams.frame import Frame, decode_frame, encode_frame, image_of, jpeg_encode
+from vidnexus.contracts.frames import Frame, decode_frame, encode_frame
+from vidnexus.streams.images import image_of, jpeg_encode
 from vidnexus.streams.sampling import EveryNth, FpsSampler
 
 
@@ -22,7 +23,8 @@ def test_round_trip():
 @pytest.mark.parametrize("raw, match", [
     (b"\xc1garbage", "malformed"),
     (msgpack.packb([99, "x"]), "unknown frame message version 99"),
-    (msgpack.packb([1, "x"]), "11"),
+    (msgpack.packb([2, "frame", "x"]), "1 fields, expected 10"),
+    (msgpack.packb([2, "rows", "x"]), "kind 'rows'"),
     (msgpack.packb({"a": 1}), "malformed"),
 ])
 def test_bad_messages_are_codec_errors(raw, match):

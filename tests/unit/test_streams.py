@@ -136,8 +136,8 @@ def test_registry_and_supervisor_follow_changes(store):
     reg.add(StreamSpec("b", "synthetic://hud?fps=10&seconds=3&seed=2", fps=5.0))
     with pytest.raises(StreamError, match="already exists"):
         reg.add(StreamSpec("a", "synthetic://hud", fps=1.0))
-    with pytest.raises(StreamError, match="unknown app"):
-        reg.add(StreamSpec("c", "synthetic://hud", fps=1.0, apps=("nope",)))
+    reg.add(StreamSpec("a", "synthetic://hud?fps=10&seconds=3&seed=1", fps=5.0, apps=("hud",), tags={"site": "x"}),
+            overwrite=True)  # registered anew (embedded runs do this with their streams)
     reg.pause("b")
     assert {r.spec.name: r.state for r in reg.list()} == {"a": "enabled", "b": "paused"}
     assert reg.get("a").spec.tags == {"site": "x"} and reg.get("a").probe["width"] == 320

@@ -1,12 +1,15 @@
-"""Apps that ship with vidnexus. Streams are registered for apps by name, so an unknown name is an
-error at registration time. ``APP_REFS`` maps each built-in name to its import string, which is
-what ``vidnexus worker`` and the runtimes load."""
+"""Apps that ship with vidnexus, and :func:`load_app`, which finds any app: a built-in name or a
+user's ``package.module:attribute``. ``APP_REFS`` maps each built-in name to its import string."""
 
 from __future__ import annotations
 
-from vidnexus.gpu_executor.catalog import ModelEntry, merge_entries
+import importlib
 
-__all__ = ["APPS", "APP_REFS", "known_apps", "model_catalog"]
+from vidnexus.errors import ConfigError
+from vidnexus.gpu_executor.catalog import ModelEntry, merge_entries
+from vidnexus.operators.chain import App
+
+__all__ = ["APPS", "APP_REFS", "known_apps", "load_app", "model_catalog"]
 
 APPS: dict[str, str] = {
     "hud": "read game-HUD digits: score and kills per frame (vidnexus demo hud)",
@@ -45,3 +48,34 @@ def model_catalog() -> tuple[ModelEntry, ...]:
     from vidnexus.apps.traffic.models import MODELS as traffic
 
     return merge_entries(hud, game, traffic, dance)
+
+
+def load_app(ref: str) -> App:
+    """Import ``package.module:attribute`` (or a built-in app's name) and return the App, its chain
+    checked.
+
+    Raises:
+        ConfigError: the module or attribute does not exist, is not an App, or its chain is invalid.
+
+    Example:
+        >>> load_app("hud").name
+        'hud'
+        >>> load_app("no_such_module:app")
+        Traceback (most recent call last):
+        ...
+        vidnexus.errors.ConfigError: app 'no_such_module:app': cannot import no_such_module: No module named 'no_such_module'
+    """
+    ref = APP_REFS.get(ref, ref)
+    mod_name, sep, attr = ref.partition(":")
+    if not sep or not mod_name or not attr:
+        raise ConfigError(f"app {ref!r}: expected package.module:attribute (e.g. vidnexus.apps.hud:app) "
+                          f"or a built-in app name ({', '.join(sorted(APP_REFS))})")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise ConfigError(f"app {ref!r}: cannot import {mod_name}: {e}") from None
+    obj = getattr(mod, attr, None)
+    if not isinstance(obj, App):
+        raise ConfigError(f"app {ref!r}: {mod_name}.{attr} is {type(obj).__name__}, not a vidnexus App")
+    obj.steps()
+    return obj

@@ -62,7 +62,7 @@ def frame_input(model: str) -> Callable[[Any], np.ndarray]:
     """``infer(input=…)`` for a compute-only stage on whole frames: the frame as ``model``'s zoo input
     (shape looked up once, here)."""
     from vidnexus.gpu_executor.zoo import ZOO
-    from vidnexus.streams.frame import image_of
+    from vidnexus.streams.images import image_of
 
     c, h, w = ZOO[model].input_shape
     return lambda f: frame_tensor(image_of(f), (c, h, w))

@@ -1,21 +1,27 @@
-"""What an app ships for ``vidnexus demo <app>``: its synthetic streams, model preparation, the SQL
-the demo prints and an optional summary computed from the rows."""
+"""What an app ships for ``vidnexus demo <app>``: the streams it runs on, model preparation, the
+SQL the demo prints and an optional summary computed from the rows."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["DemoSpec"]
+from vidnexus.streams.spec import StreamSpec
+
+__all__ = ["DemoSpec", "Streams"]
+
+Streams = Callable[[int, float, float, float], list[StreamSpec]]
+"""``streams(n, seconds, source_fps, sample_fps)``: the demo's streams (synthetic URLs, real files)."""
 
 
 @dataclass(frozen=True)
 class DemoSpec:
-    """``sources(n, seconds, fps)`` → [(stream id, generator with ``frames()``)]; ``prepare(settings)``
+    """``streams(n, seconds, source_fps, sample_fps)`` → the streams to run on; ``prepare(settings)``
     trains or loads the app's models and returns a report (printed); ``summary(store, executor)``
-    returns lines computed from what the pipeline wrote."""
+    returns lines computed from what the pipeline wrote (``executor``: the in-process
+    :class:`~vidnexus.gpu_executor.executor.Executor`)."""
 
-    sources: Callable[[int, float, float], list[tuple[str, Any]]]
+    streams: Streams
     queries: dict[str, str]
     tables: tuple[str, ...]
     prepare: Callable[[Any], dict[str, Any]] = lambda settings: {}
@@ -23,4 +29,3 @@ class DemoSpec:
     source_fps: float = 10.0
     sample_fps: float = 5.0
     slo_ms: float | None = None
-    defaults: dict[str, Any] = field(default_factory=dict)

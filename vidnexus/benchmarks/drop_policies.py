@@ -16,7 +16,7 @@ from typing import Any
 
 from vidnexus.benchmarks.machine import machine_info
 from vidnexus.gpu_executor.backend import SessionSpec
-from vidnexus.gpu_executor.profile import Profile
+from vidnexus.contracts.profile import Profile
 from vidnexus.sim.loadgen import arrivals
 from vidnexus.sim.simulator import goodput, simulate
 

@@ -9,8 +9,8 @@ import time
 from typing import Any
 
 from vidnexus.benchmarks.machine import machine_info
-from vidnexus.gpu_executor.latency_split import Stage, even_split, split_latency, throughput_from_profile
-from vidnexus.gpu_executor.profile import Profile
+from vidnexus.control.latency_split import Stage, even_split, split_latency, throughput_from_profile
+from vidnexus.contracts.profile import Profile
 
 __all__ = ["run"]
 

@@ -285,10 +285,10 @@ class KafkaExecutor:
 
     def replayer(self, mix: Sequence[tuple[float, float]]) -> Replay:
         from vidnexus.clock import wall_time
-        from vidnexus.gpu_executor.service import session_name
+        from vidnexus.contracts.sessions import SessionKey
 
         x = np.random.default_rng(0).random(SHAPE, dtype=np.float32)
-        sids = [session_name(self.names[k], round(slo * 1000, 3)) for k, (_, slo) in enumerate(mix)]
+        sids = [str(SessionKey(self.names[k], slo * 1000)) for k, (_, slo) in enumerate(mix)]
         slos = [slo for _, slo in mix]
 
         def submit(a: Arrival) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vidnexus.gpu_executor.profile import Profile
+from vidnexus.contracts.profile import Profile
 
 __all__ = ["measured_profiles"]
 

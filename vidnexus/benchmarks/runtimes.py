@@ -1,13 +1,14 @@
-"""Per-message cost of the runtimes: messages/s through the same 3-step CPU chain (map → filter →
-map → sink) in
+"""Per-message cost of the worker: messages/s through the same 3-step CPU chain (map → filter →
+map → sink) with
 
-- the local runtime on the in-memory bus (the chain engine and the table sink alone),
-- the local runtime consuming the frames topic from the real Kafka broker (adds the Kafka consumer),
-- a faust worker (`vidnexus worker`) over Kafka, rows published to the rows topic (what distributed
-  mode runs),
+- the worker role on the in-memory bus, in this process (the chain engine and the rows messages:
+  what embedded mode runs; the "local" figure),
+- the same role in this process consuming the frames topic from the real Kafka broker,
+- a ``vidnexus worker`` process over Kafka (the worker role: what distributed mode runs),
+- a ``vidnexus worker --runtime faust`` process over Kafka (faust-streaming consuming the frames),
 
 each on one core (the process pinned with sched_setaffinity; the broker runs beside it). Needs the
-broker: ``vidnexus services up``. The per-message overhead of faust over the local runtime is
+broker: ``vidnexus services up``. The per-message overhead of faust over the in-memory role is
 ``1/rate_faust - 1/rate_local``.
 """
 
@@ -25,7 +26,7 @@ from typing import Any
 from vidnexus.benchmarks.machine import machine_info
 from vidnexus.errors import VidnexusError
 from vidnexus.operators.chain import App, Stream
-from vidnexus.streams.frame import Frame
+from vidnexus.contracts.frames import Frame
 
 __all__ = ["run", "app"]
 
@@ -54,7 +55,7 @@ def pipeline(frames: Stream) -> Stream:
 
 def _frames(n: int, tag: str) -> list[bytes]:
     from vidnexus.clock import wall_time
-    from vidnexus.streams.frame import encode_frame
+    from vidnexus.contracts.frames import encode_frame
 
     now = wall_time()
     return [encode_frame(Frame(f"{tag}-{i % 16}", i, i / 10, now, now, 32, 24, "raw", bytes(32 * 24 * 3),
@@ -68,53 +69,53 @@ def _pin() -> None:
         pass
 
 
-def _local(bus: Any, topic: str, msgs: list[bytes], label: str) -> dict[str, Any]:
-    """Publish everything, then time the local runtime draining it (on one core)."""
-    from vidnexus.operators.local import LocalRuntime
-    from vidnexus.testing import MemoryStore
+def _in_process(bus: Any, settings: Any, msgs: list[bytes], label: str) -> dict[str, Any]:
+    """Publish everything, then time the worker role draining it in this process (on one core)."""
+    from vidnexus.contracts.topics import Topics
+    from vidnexus.roles.worker import WorkerRole
 
+    role = WorkerRole(settings, app, bus=bus, concurrency=256, worker_id=f"bench-{uuid.uuid4().hex[:6]}")
     for i, m in enumerate(msgs):
-        bus.publish(topic, f"k{i % 16}".encode(), m)
+        bus.publish(Topics(settings.topic_prefix).frames, f"k{i % 16}".encode(), m)
     bus.flush()
-    rt = LocalRuntime(app, MemoryStore(), None, concurrency=256, max_rows=5000)
     stop = threading.Event()
-    done = threading.Event()
 
     def watch() -> None:
         while not stop.is_set():
-            if rt.stats.frames >= len(msgs):
+            if role.stats.frames >= len(msgs):
                 stop.set()
-                done.set()
             time.sleep(0.005)
 
     before = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     _pin()
     threading.Thread(target=watch, daemon=True).start()
     t0 = time.perf_counter()
-    asyncio.run(rt.consume(bus, topic, stop, group=f"bench-{uuid.uuid4().hex[:6]}", idle_stop_s=30))
+    asyncio.run(role.run_async(stop, until_idle_s=30))
     wall = time.perf_counter() - t0
-    rt.close()
+    stop.set()
     if before is not None:
         os.sched_setaffinity(0, before)
-    if not done.is_set():
-        raise VidnexusError(f"{label}: only {rt.stats.frames} of {len(msgs)} messages came through")
+    if role.stats.frames < len(msgs):
+        raise VidnexusError(f"{label}: only {role.stats.frames} of {len(msgs)} messages came through")
     return {"runtime": label, "messages": len(msgs), "wall_s": round(wall, 3),
-            "msgs_per_s": round(len(msgs) / wall, 1), "rows": rt.stats.rows}
+            "msgs_per_s": round(len(msgs) / wall, 1), "rows": role.stats.rows}
 
 
-def _faust(bootstrap: str, warm: int, n: int) -> dict[str, Any]:
+def _process(bootstrap: str, warm: int, n: int, runtime: str) -> dict[str, Any]:
+    """A ``vidnexus worker --runtime RUNTIME`` process over Kafka: frames in, rows messages out."""
     from vidnexus.config import Settings
     from vidnexus.connectors.factory import open_bus
+    from vidnexus.contracts.topics import Topics
 
     prefix = f"bench{uuid.uuid4().hex[:8]}"
     settings = Settings(bus="kafka", kafka_bootstrap=bootstrap, topic_prefix=prefix)
     env = dict(os.environ, VNX_BUS="kafka", VNX_KAFKA_BOOTSTRAP=bootstrap, VNX_TOPIC_PREFIX=prefix)
     bus = open_bus(settings)
-    frames_topic, rows_topic = settings.topic("frames"), settings.topic("rows")
-    bus.create_topic(frames_topic, 8)
-    bus.create_topic(rows_topic, 8)
-    p = subprocess.Popen([sys.executable, "-m", "vidnexus", "worker", APP_REF, "--concurrency", "256"],
-                         env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+    topics = Topics(prefix)
+    bus.create_topic(topics.frames, 8)
+    bus.create_topic(topics.rows, 8)
+    p = subprocess.Popen([sys.executable, "-m", "vidnexus", "worker", APP_REF, "--concurrency", "256",
+                          "--runtime", runtime], env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
                          preexec_fn=_pin)
     try:
         deadline = time.monotonic() + 120
@@ -123,21 +124,21 @@ def _faust(bootstrap: str, warm: int, n: int) -> dict[str, Any]:
             if "started" in line:
                 break
             if not line and p.poll() is not None:
-                raise VidnexusError("the faust worker exited before starting")
+                raise VidnexusError(f"the {runtime} worker exited before starting")
         threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
-        consumer = bus.subscribe([rows_topic], group=None, from_beginning=True)
+        consumer = bus.subscribe([topics.rows], group=None, from_beginning=True)
 
         def pump(msgs: list[bytes], want: int) -> float:
             got = 0
             t0 = time.perf_counter()
             for i, m in enumerate(msgs):
-                bus.publish(frames_topic, f"k{i % 16}".encode(), m)
+                bus.publish(topics.frames, f"k{i % 16}".encode(), m)
             bus.flush()
             end = time.monotonic() + 180
             while got < want and time.monotonic() < end:
                 got += len(consumer.poll(timeout_s=0.2, max_records=5000))
             if got < want:
-                raise VidnexusError(f"faust worker: only {got} of {want} rows messages arrived")
+                raise VidnexusError(f"{runtime} worker: only {got} of {want} rows messages arrived")
             return time.perf_counter() - t0
 
         pump(_frames(warm, "w"), warm)  # first partitions assigned, code paths warm
@@ -150,8 +151,8 @@ def _faust(bootstrap: str, warm: int, n: int) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             p.kill()
         bus.close()
-    return {"runtime": "faust worker over Kafka", "messages": n, "wall_s": round(wall, 3),
-            "msgs_per_s": round(n / wall, 1), "rows": n}
+    label = "faust worker over Kafka" if runtime == "faust" else "worker role over Kafka (process)"
+    return {"runtime": label, "messages": n, "wall_s": round(wall, 3), "msgs_per_s": round(n / wall, 1), "rows": n}
 
 
 def run(quick: bool, console: Any) -> dict[str, Any]:
@@ -163,17 +164,16 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
 
     n = 2000 if quick else 20000
     bootstrap = load_settings().kafka_bootstrap
-    kbus = open_bus(Settings(bus="kafka", kafka_bootstrap=bootstrap))  # a clear error now if the broker is down
+    kafka = Settings(bus="kafka", kafka_bootstrap=bootstrap, topic_prefix=f"bench{uuid.uuid4().hex[:8]}")
+    kbus = open_bus(kafka)  # a clear error now if the broker is down
     results = []
-    mem = MemoryBus()
-    mem.create_topic("frames", 8)
-    _local(mem, "frames", _frames(200, "w"), "warm-up")
-    results.append(_local(mem, "frames", _frames(n, "m"), "local, in-memory bus"))
-    topic = f"bench-frames-{uuid.uuid4().hex[:8]}"
-    kbus.create_topic(topic, 8)
-    results.append(_local(kbus, topic, _frames(n, "m"), "local, Kafka consumer"))
+    mem = Settings(bus="memory", topic_prefix="bench")
+    _in_process(MemoryBus(), mem, _frames(200, "w"), "warm-up")
+    results.append(_in_process(MemoryBus(), mem, _frames(n, "m"), "worker role, in-memory bus"))
+    results.append(_in_process(kbus, kafka, _frames(n, "m"), "worker role in-process, Kafka"))
     kbus.close()
-    results.append(_faust(bootstrap, 200, n))
+    results.append(_process(bootstrap, 200, n, "bus"))
+    results.append(_process(bootstrap, 200, n, "faust"))
     table = Table("runtime", "messages", "wall s", "messages/s", "µs per message",
                   title="3-step CPU chain (map → filter → map → sink), one core per runtime")
     for r in results:
@@ -181,9 +181,10 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         table.add_row(r["runtime"], str(r["messages"]), f"{r['wall_s']:.2f}", f"{r['msgs_per_s']:.0f}",
                       f"{r['us_per_msg']:.0f}")
     console.print(table)
-    local, kafka_local, faust = results
+    local, kafka_local, worker, faust = results
     summary = {
         "local_msgs_per_s": local["msgs_per_s"],
+        "worker_kafka_msgs_per_s": worker["msgs_per_s"],
         "faust_msgs_per_s": faust["msgs_per_s"],
         "local_over_faust": round(local["msgs_per_s"] / faust["msgs_per_s"], 2),
         "faust_overhead_us_per_msg": round(faust["us_per_msg"] - local["us_per_msg"], 1),

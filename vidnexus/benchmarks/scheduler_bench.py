@@ -11,9 +11,9 @@ import time
 from typing import Any
 
 from vidnexus.benchmarks.machine import machine_info
-from vidnexus.gpu_executor.baselines import batch_oblivious, exact_plan
-from vidnexus.gpu_executor.profile import Profile
-from vidnexus.gpu_executor.squishy import SessionLoad, lower_bound, plan
+from vidnexus.control.baselines import batch_oblivious, exact_plan
+from vidnexus.contracts.profile import Profile
+from vidnexus.control.squishy import SessionLoad, lower_bound, plan
 
 __all__ = ["run", "workload"]
 

@@ -44,8 +44,8 @@ def make_trace(segments: list[tuple[int, float] | None], seg_inputs: int, classe
 def run_trace(labels: np.ndarray, pool: dict[str, Any], params: Any, templates: list[tuple[str, Any]],
               a_star: float, costs: dict[str, float], seed: int) -> dict[str, Any]:
     """Drive a fresh WEG state machine over ``labels``; returns accuracy, cost and WEG metrics."""
-    from vidnexus.gpu_executor.weg import OTHER, Weg
-    from vidnexus.training.specialize import specialize
+    from vidnexus.specialization.weg import OTHER, Weg
+    from vidnexus.specialization.training import specialize
 
     rng = np.random.default_rng(seed)
     weg = Weg(params, templates, a_star, seed=seed)
@@ -112,9 +112,9 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     from rich.table import Table
 
     from vidnexus.config import load_settings
-    from vidnexus.gpu_executor.weg import AccuracyModel, WegParams
+    from vidnexus.specialization.weg import AccuracyModel, WegParams
     from vidnexus.training import glyphs as g
-    from vidnexus.training.specialize import accuracy_terms, features_of
+    from vidnexus.specialization.training import accuracy_terms, features_of
 
     torch.set_num_threads(1)
     t0 = time.perf_counter()

@@ -3,7 +3,8 @@ result Store (chdb, ClickHouse server); one file per driver, ``factory`` picks t
 
 from vidnexus.connectors.bus import Bus, Consumer, Message
 from vidnexus.connectors.factory import open_bus, open_store
-from vidnexus.connectors.store import Column, QueryResult, Store, TableSchema
+from vidnexus.contracts.schema import Column, TableSchema
+from vidnexus.connectors.store import QueryResult, Store
 
 __all__ = [
     "Bus",

@@ -62,6 +62,11 @@ class Consumer(Protocol):
         """The (topic, partition) pairs this member currently owns."""
         ...
 
+    def wakeup(self) -> None:
+        """Make a poll in progress in another thread (or else the next poll) return soon, possibly
+        empty: how a loop blocked in ``poll`` learns that it should stop. Safe from any thread."""
+        ...
+
     def close(self) -> None:
         """Leave the group (triggers a rebalance) without committing."""
         ...

@@ -14,7 +14,8 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from vidnexus.connectors.store import QueryResult, TableSchema, insert_batches, parse_version, quote
+from vidnexus.connectors.store import QueryResult, insert_batches, parse_version, quote
+from vidnexus.contracts.schema import TableSchema
 from vidnexus.errors import ConnectorError
 
 __all__ = ["ChdbStore"]

@@ -7,7 +7,8 @@ import threading
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
-from vidnexus.connectors.store import QueryResult, TableSchema, insert_batches, parse_version
+from vidnexus.connectors.store import QueryResult, insert_batches, parse_version
+from vidnexus.contracts.schema import TableSchema
 from vidnexus.errors import ConnectorError
 
 __all__ = ["ClickHouseStore", "parse_clickhouse_url", "reader_url", "READER_USER"]

@@ -285,6 +285,9 @@ class ConfluentConsumer:
     def assignment(self) -> set[tuple[str, int]]:
         return {(tp.topic, tp.partition) for tp in self._c.assignment()}
 
+    def wakeup(self) -> None:
+        """Nothing to do: polls here are real-time waits of at most their timeout."""
+
     def close(self) -> None:
         try:
             self._c.close()

@@ -255,5 +255,8 @@ class KafkaGroupConsumer:
     def assignment(self) -> set[tuple[str, int]]:
         return {(tp.topic, tp.partition) for tp in self._c.assignment()}
 
+    def wakeup(self) -> None:
+        """Nothing to do: polls here are real-time waits of at most their timeout."""
+
     def close(self) -> None:
         self._c.close(autocommit=False)

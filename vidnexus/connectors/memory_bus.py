@@ -1,16 +1,18 @@
 """In-process Bus with Kafka's semantics (partitions, keyed ordering, groups, committed offsets).
 
-Used by embedded mode and by unit tests; thread-safe.
+Used by embedded mode and by unit tests; thread-safe. Message timestamps and poll timeouts come from
+the injected clock: on a :class:`~vidnexus.testing.FakeClock` an empty poll blocks until a message
+arrives, the consumer is woken or closed, or the test moves the clock past its timeout.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.connectors.bus import Message, partition_for
 from vidnexus.errors import ConnectorError
 
@@ -27,10 +29,13 @@ class _Group:
 class MemoryBus:
     """A Bus held in memory. ``max_message_bytes`` mirrors the broker's message size limit."""
 
-    def __init__(self, *, default_partitions: int = 4, max_message_bytes: int = 8 * 1024 * 1024):
+    def __init__(self, *, default_partitions: int = 4, max_message_bytes: int = 8 * 1024 * 1024,
+                 clock: Clock | None = None):
+        self.clock = clock or MonotonicClock()
         self._topics: dict[str, list[list[Message]]] = {}
         self._groups: dict[str, _Group] = {}
-        self._cond = threading.Condition()
+        self._cond = threading.Condition()  # on an RLock: a publisher holding it may move a fake clock
+        self._changes = 0  # bumped on every publish and rebalance: what a waiting poll waits for
         self._rr = itertools.count()
         self._ids = itertools.count()
         self.default_partitions = default_partitions
@@ -72,8 +77,9 @@ class MemoryBus:
             parts = self._topics[topic]
             p = partition_for(key, len(parts), next(self._rr))
             parts[p].append(
-                Message(topic, p, len(parts[p]), key, value, int(time.time() * 1000), tuple(headers))
+                Message(topic, p, len(parts[p]), key, value, int(self.clock.wall() * 1000), tuple(headers))
             )
+            self._changes += 1
             self._cond.notify_all()
 
     def flush(self, timeout_s: float = 10.0) -> None:
@@ -92,6 +98,9 @@ class MemoryBus:
                 g = self._groups.setdefault(group, _Group())
                 g.members.append(consumer)
                 g.generation += 1
+                self._changes += 1
+                self._cond.notify_all()  # the other members' waiting polls pick up the rebalance
+            consumer._refresh()  # "from now on" (from_beginning=False) means from the subscription
             return consumer
 
     def close(self) -> None:
@@ -117,6 +126,7 @@ class MemoryBus:
             if consumer in g.members:
                 g.members.remove(consumer)
                 g.generation += 1
+                self._changes += 1
                 self._cond.notify_all()
 
 
@@ -134,6 +144,7 @@ class MemoryConsumer:
         self._generation = -1
         self._positions: dict[tuple[str, int], int] = {}
         self._closed = False
+        self._woken = False
 
     def _refresh(self) -> None:
         g = self._bus._groups.get(self.group) if self.group is not None else None
@@ -152,7 +163,8 @@ class MemoryConsumer:
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Message]:
         if self._closed:
             raise ConnectorError("poll on a closed consumer")
-        deadline = time.monotonic() + timeout_s
+        clock = self._bus.clock
+        deadline = clock.now() + timeout_s
         with self._bus._cond:
             while True:
                 self._refresh()
@@ -166,10 +178,13 @@ class MemoryConsumer:
                         break
                 if out:
                     return out
-                left = deadline - time.monotonic()
-                if left <= 0:
+                left = deadline - clock.now()
+                if left <= 0 or self._closed or self._woken:
+                    self._woken = False
                     return []
-                self._bus._cond.wait(left)
+                seen = self._bus._changes
+                clock.wait_for(self._bus._cond, lambda: self._bus._changes != seen or self._woken or self._closed,
+                               left)
 
     def commit(self, offsets: dict[tuple[str, int], int] | None = None) -> None:
         if self.group is None:
@@ -187,8 +202,16 @@ class MemoryConsumer:
             self._refresh()
             return set(self._positions)
 
+    def wakeup(self) -> None:
+        """Make a poll in progress (or else the next one) return at once, possibly empty."""
+        with self._bus._cond:
+            self._woken = True
+            self._bus._cond.notify_all()
+
     def close(self) -> None:
+        """Leave the group; a poll in progress in another thread returns empty."""
         with self._bus._cond:
             if not self._closed:
                 self._closed = True
                 self._bus._leave(self)
+                self._bus._cond.notify_all()

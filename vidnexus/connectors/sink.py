@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Any, Callable, Sequence
 
 from vidnexus.clock import Clock, MonotonicClock
@@ -21,9 +20,10 @@ logger = logging.getLogger(__name__)
 
 
 def insert_retrying(store: Store, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
-                    retries: int, sleep: Callable[[float], None], on_retry: Callable[[], None] | None = None) -> int:
+                    retries: int, clock: Clock, on_retry: Callable[[], None] | None = None) -> int:
     """Insert ``rows``, retrying a retryable store error with exponential backoff from 0.2 s (at
-    most 10 s); returns the rows inserted. The last error, or a non-retryable one, is raised."""
+    most 10 s, slept on ``clock``); returns the rows inserted. The last error, or a non-retryable one,
+    is raised."""
     delay = 0.2
     for attempt in range(1, retries + 1):
         try:
@@ -34,7 +34,7 @@ def insert_retrying(store: Store, table: str, columns: Sequence[str], rows: Sequ
             if on_retry is not None:
                 on_retry()
             logger.warning("insert into %s: %s; retry %d in %.1fs", table, e, attempt, delay)
-            sleep(delay)
+            clock.sleep(delay)
             delay = min(delay * 2, 10.0)
     return 0
 
@@ -44,8 +44,10 @@ class TableSink:
 
     Args:
         max_rows: flush when this many rows are buffered.
-        max_delay_s: flush rows older than this.
+        max_delay_s: flush rows older than this (on ``clock``).
         retries: attempts for a retryable store error (exponential backoff from 0.2 s).
+        clock: time source; on a FakeClock the background thread waits until rows arrive or the test
+            moves the clock past the oldest row's ``max_delay_s``.
     """
 
     def __init__(
@@ -69,24 +71,28 @@ class TableSink:
                 f"sink {self.table}: row has {len(row)} values for columns {self.columns}"
             )
         with self._cond:
-            if not self._buf:
+            first = not self._buf
+            if first:
                 self._oldest = self.clock.now()
             self._buf.append(row)
-            if len(self._buf) >= self.max_rows:
-                self._cond.notify()
+            if first or len(self._buf) >= self.max_rows:
+                self._cond.notify()  # the first row arms the age timer
 
     def _take(self) -> list[Sequence[Any]]:
         rows, self._buf, self._oldest = self._buf, [], None
         return rows
 
+    def _ready(self) -> bool:
+        due = self._oldest is not None and self.clock.now() - self._oldest >= self.max_delay_s
+        return self._stop or len(self._buf) >= self.max_rows or due
+
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not self._stop:
-                    due = self._oldest is not None and self.clock.now() - self._oldest >= self.max_delay_s
-                    if len(self._buf) >= self.max_rows or due:
-                        break
-                    self._cond.wait(self.max_delay_s / 4)
+                while not self._ready():
+                    armed = self._oldest
+                    left = None if armed is None else armed + self.max_delay_s - self.clock.now()
+                    self.clock.wait_for(self._cond, lambda: self._ready() or self._oldest != armed, left)
                 rows = self._take()
                 stopping = self._stop
             if rows:
@@ -97,7 +103,7 @@ class TableSink:
     def _insert(self, rows: list[Sequence[Any]]) -> None:
         try:
             self.written += insert_retrying(self.store, self.table, self.columns, rows, retries=self.retries,
-                                            sleep=time.sleep)
+                                            clock=self.clock)
         except ConnectorError as e:
             logger.error("sink %s lost %d rows: %s", self.table, len(rows), e)
             raise

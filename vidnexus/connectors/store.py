@@ -1,16 +1,13 @@
-"""The Store protocol (ClickHouse dialect) and the schema layer that adapts to the engine version.
+"""The Store protocol (ClickHouse dialect), SQL literals, batched inserts and table migration.
 
 Two implementations: :class:`~vidnexus.connectors.chdb_store.ChdbStore` (embedded, current engine)
 and :class:`~vidnexus.connectors.clickhouse_store.ClickHouseStore` (a server over the native protocol,
-including the 18.16 server Debian packages). Schemas are written once with modern types and adapted:
-on servers older than 19.x ``LowCardinality(T)`` becomes ``T``, ``DateTime64(n)`` becomes
-``DateTime`` and ``Bool`` becomes ``UInt8``.
+including the 18.16 server Debian packages); tables are :class:`~vidnexus.contracts.schema.TableSchema`
+(adapted to the engine's version there).
 
 Example:
-    >>> t = TableSchema("events", (Column("cam", "LowCardinality(String)"), Column("n", "UInt32")),
-    ...                 order_by=("cam",))
-    >>> t.create_sql((18, 16, 1))
-    'CREATE TABLE IF NOT EXISTS events (`cam` String, `n` UInt32) ENGINE = MergeTree() ORDER BY (`cam`)'
+    >>> print(quote("it's"), quote([1, "a"]), parse_version("18.16.1"))
+    'it\\'s' [1, 'a'] (18, 16, 1)
 """
 
 from __future__ import annotations
@@ -20,39 +17,22 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
+from vidnexus.contracts.schema import TableSchema, adapt_type
+
 __all__ = [
-    "Column",
-    "TableSchema",
     "QueryResult",
     "Store",
-    "adapt_type",
     "quote",
     "parse_version",
     "insert_batches",
     "ensure_table",
 ]
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def parse_version(text: str) -> tuple[int, ...]:
     """``'18.16.1'`` → ``(18, 16, 1)``."""
     return tuple(int(p) for p in re.findall(r"\d+", text)[:4])
-
-
-def modern(version: tuple[int, ...]) -> bool:
-    """Whether the engine knows LowCardinality, DateTime64 and Bool (ClickHouse ≥ 20.1)."""
-    return version >= (20, 1)
-
-
-def adapt_type(ch_type: str, version: tuple[int, ...]) -> str:
-    """Rewrite a column type for an engine version (see module docstring)."""
-    if modern(version):
-        return ch_type
-    t = re.sub(r"LowCardinality\(([^()]*)\)", r"\1", ch_type)
-    t = re.sub(r"DateTime64\(\s*\d+\s*(,[^)]*)?\)", "DateTime", t)
-    t = re.sub(r"\bBool\b", "UInt8", t)
-    return t
 
 
 def quote(value: Any) -> str:
@@ -69,49 +49,6 @@ def quote(value: Any) -> str:
         return "[" + ", ".join(quote(v) for v in value) + "]"
     s = str(value).replace("\\", "\\\\").replace("'", "\\'")
     return f"'{s}'"
-
-
-@dataclass(frozen=True)
-class Column:
-    """A column name and its ClickHouse type (modern spelling; adapted per engine version)."""
-
-    name: str
-    type: str
-
-    def __post_init__(self) -> None:
-        if not _IDENT.fullmatch(self.name):
-            raise ValueError(f"column name {self.name!r} is not a plain identifier")
-
-
-@dataclass(frozen=True)
-class TableSchema:
-    """A MergeTree-family table. ``engine`` may be e.g. ``ReplacingMergeTree(version)`` for
-    idempotent replays (rows with the same ``order_by`` key collapse to one)."""
-
-    name: str
-    columns: tuple[Column, ...]
-    order_by: tuple[str, ...]
-    engine: str = "MergeTree()"
-    partition_by: str | None = None
-
-    def __post_init__(self) -> None:
-        if not _IDENT.fullmatch(self.name):
-            raise ValueError(f"table name {self.name!r} is not a plain identifier")
-        names = {c.name for c in self.columns}
-        missing = [k for k in self.order_by if k not in names]
-        if missing:
-            raise ValueError(f"table {self.name}: order_by names unknown columns {missing}")
-
-    def create_sql(self, version: tuple[int, ...]) -> str:
-        cols = ", ".join(f"`{c.name}` {adapt_type(c.type, version)}" for c in self.columns)
-        sql = f"CREATE TABLE IF NOT EXISTS {self.name} ({cols}) ENGINE = {self.engine}"
-        if self.partition_by:
-            sql += f" PARTITION BY {self.partition_by}"
-        return sql + " ORDER BY (" + ", ".join(f"`{k}`" for k in self.order_by) + ")"
-
-    @property
-    def column_names(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.columns)
 
 
 @dataclass(frozen=True)

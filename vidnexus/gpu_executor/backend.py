@@ -5,7 +5,7 @@ simulator (``vidnexus.sim``) drive the same object: ``step = core.schedule(now)`
 ``step.dispatch`` on the device, then ``core.observed(step.dispatch, seconds)``.
 
 Example:
-    >>> from vidnexus.gpu_executor.profile import Profile
+    >>> from vidnexus.contracts.profile import Profile
     >>> core = DutyCycle([SessionSpec("s", "m", slo_s=0.1)], {"m": Profile.linear(0.01, 0.01, 8)})
     >>> core.enqueue("s", request_id=1, deadline=0.1, now=0.0) is None
     True
@@ -22,7 +22,8 @@ from typing import Mapping, Sequence
 
 from vidnexus.gpu_executor.batching import BatchPolicy, PolicyName, drop_reason
 from vidnexus.gpu_executor.policies import make_policy
-from vidnexus.gpu_executor.profile import Profile
+from vidnexus.contracts.profile import Profile
+from vidnexus.contracts.replies import DropReason
 
 __all__ = ["SessionSpec", "Dropped", "Part", "Dispatch", "Step", "DutyCycle", "local_targets"]
 
@@ -50,7 +51,7 @@ class Dropped:
 
     session_id: str
     request_id: int
-    reason: str
+    reason: DropReason
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ The policies themselves live one per module (``early_drop``, ``lazy_drop``, ``fi
 that picks one by name is :func:`vidnexus.gpu_executor.policies.make_policy`.
 
 Example:
-    >>> from vidnexus.gpu_executor.profile import Profile
+    >>> from vidnexus.contracts.profile import Profile
     >>> p = Profile.linear(alpha=0.010, beta=0.010, max_batch=8)   # ℓ(b) = 10b + 10 ms
     >>> BatchDecision(drop=1, take=3)
     BatchDecision(drop=1, take=3)
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol, Sequence
 
-from vidnexus.gpu_executor.profile import Profile
+from vidnexus.contracts.profile import Profile
 
 __all__ = ["BatchDecision", "BatchPolicy", "PolicyName", "drop_reason"]
 

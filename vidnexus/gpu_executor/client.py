@@ -1,53 +1,69 @@
 """Calling executor sessions over the Bus: one future per request, replies matched by request id.
 
-A reply's ``latency_s`` is what the caller saw, from submit to reply, bus hops included; the
-executor's own figure is in ``executor_latency_s``."""
+A reply's ``latency_s`` is what the caller saw, from submit to reply, bus hops included (the
+executor's own figure is in its stats). A request given ``expires_wall`` that has no reply by then
+ends as a drop with reason ``timeout``, decided on the client's clock by its listener thread."""
 
 from __future__ import annotations
 
+import heapq
 import threading
 import uuid
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from vidnexus.clock import MonotonicClock, wall_time
+from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import Settings
 from vidnexus.connectors.bus import Bus
 from vidnexus.errors import CodecError
-from vidnexus.gpu_executor.service import request_topic
-from vidnexus.gpu_executor.wire import InferRequest, WireReply, decode_reply, encode_request
+from vidnexus.contracts.replies import Reply
+from vidnexus.contracts.requests import InferRequest, decode_reply, encode_request
+from vidnexus.contracts.sessions import SessionKey
+from vidnexus.contracts.topics import Topics
 
 __all__ = ["ExecutorClient"]
 
 
 class ExecutorClient:
-    """Send requests to sessions and receive replies on this client's own reply topic."""
+    """Send requests to sessions and receive replies on this client's own reply topic.
 
-    def __init__(self, bus: Bus, settings: Settings, name: str | None = None) -> None:
+    Args:
+        clock: time source for deadlines (wall), latencies (monotonic) and the listener's waits.
+    """
+
+    def __init__(self, bus: Bus, settings: Settings, name: str | None = None, *,
+                 clock: Clock | None = None) -> None:
         self.bus, self.settings = bus, settings
-        self._clock = MonotonicClock()
-        self.reply_topic = settings.topic(f"replies.{name or uuid.uuid4().hex[:12]}")
+        self._clock = clock or MonotonicClock()
+        self.topics = Topics(settings.topic_prefix)
+        self.reply_topic = self.topics.replies(name or uuid.uuid4().hex[:12])
         bus.create_topic(self.reply_topic, 1)
-        self._futures: dict[str, tuple[Future[WireReply], float]] = {}
+        self._futures: dict[str, tuple[Future[Reply], float]] = {}
+        self._expiry: list[tuple[float, str]] = []  # heap of (expires_wall, request id)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._consumer = bus.subscribe([self.reply_topic], group=None, from_beginning=True)
         self._thread = threading.Thread(target=self._listen, daemon=True, name="vnx-client")
         self._thread.start()
 
-    def submit(self, session_id: str, x: np.ndarray, *, slo_s: float | None = None,
-               deadline_wall: float | None = None, **meta: Any) -> Future[WireReply]:
+    def submit(self, session_id: SessionKey | str, x: np.ndarray, *, slo_s: float | None = None,
+               deadline_wall: float | None = None, expires_wall: float | None = None,
+               **meta: Any) -> Future[Reply]:
+        """Send one request; its deadline is ``deadline_wall`` (default: now + ``slo_s``, 1 s). With
+        ``expires_wall``, the future ends as a ``timeout`` drop if no reply came by then."""
         rid = uuid.uuid4().hex
-        fut: Future[WireReply] = Future()
+        fut: Future[Reply] = Future()
         with self._lock:
             self._futures[rid] = (fut, self._clock.now())
+            if expires_wall is not None:
+                heapq.heappush(self._expiry, (expires_wall, rid))
         fut.add_done_callback(lambda f, rid=rid: self._forget(rid) if f.cancelled() else None)
-        dl = deadline_wall if deadline_wall is not None else wall_time() + (slo_s or 1.0)
-        req = InferRequest(rid, session_id, dl, self.reply_topic, x, **meta)
-        self.bus.publish(request_topic(self.settings, session_id), rid.encode(), encode_request(req))
+        dl = deadline_wall if deadline_wall is not None else self._clock.wall() + (slo_s or 1.0)
+        req = InferRequest(rid, str(session_id), dl, self.reply_topic, x, **meta)
+        self.bus.publish(self.topics.requests(session_id), rid.encode(), encode_request(req))
         return fut
 
     def flush(self) -> None:
@@ -63,21 +79,51 @@ class ExecutorClient:
         with self._lock:
             return len(self._futures)
 
+    def _poll_timeout(self) -> float:
+        """Poll until the next expiry, at most 0.1 s (a request submitted meanwhile may expire sooner)."""
+        with self._lock:
+            while self._expiry and self._expiry[0][1] not in self._futures:
+                heapq.heappop(self._expiry)  # answered or forgotten
+            if not self._expiry:
+                return 0.1
+            return min(0.1, max(0.0, self._expiry[0][0] - self._clock.wall()))
+
+    def _expire(self) -> None:
+        now = self._clock.wall()
+        expired = []
+        with self._lock:
+            while self._expiry and self._expiry[0][0] <= now:
+                _, rid = heapq.heappop(self._expiry)
+                entry = self._futures.pop(rid, None)
+                if entry is not None:
+                    expired.append(entry)
+        for fut, sent in expired:
+            _resolve(fut, Reply.dropped("timeout", latency_s=self._clock.now() - sent))
+
     def _listen(self) -> None:
         while not self._stop.is_set():
-            for m in self._consumer.poll(timeout_s=0.1):
+            self._expire()
+            for m in self._consumer.poll(timeout_s=self._poll_timeout()):
                 try:
-                    rep = decode_reply(m.value)
+                    rid, _, rep = decode_reply(m.value)
                 except CodecError:
                     continue
                 with self._lock:
-                    entry = self._futures.pop(rep.request_id, None)
-                if entry is not None and not entry[0].done():
+                    entry = self._futures.pop(rid, None)
+                if entry is not None:
                     fut, sent = entry
-                    fut.set_result(replace(rep, executor_latency_s=rep.latency_s,
-                                           latency_s=self._clock.now() - sent))
+                    _resolve(fut, replace(rep, latency_s=self._clock.now() - sent))
 
     def close(self) -> None:
         self._stop.set()
+        self._consumer.wakeup()
         self._thread.join(timeout=5)
         self._consumer.close()
+
+
+def _resolve(fut: Future[Reply], reply: Reply) -> None:
+    """Set a future's reply unless its caller gave up (cancelled) meanwhile."""
+    try:
+        fut.set_result(reply)
+    except InvalidStateError:
+        pass

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from vidnexus.gpu_executor.batching import BatchDecision
-from vidnexus.gpu_executor.profile import Profile
+from vidnexus.contracts.profile import Profile
 
 __all__ = ["EarlyDrop"]
 

@@ -2,12 +2,12 @@
 on a worker pool overlapped with device execution.
 
 The same class serves requests arriving over the Bus (``service.py``) and in-process callers
-(embedded mode). Every submitted request ends as an :class:`InferReply`: outputs, or a drop with its
-reason (``early_drop``, ``deadline``, ``overload``, ``error``).
+(embedded mode). Every submitted request ends as a :class:`~vidnexus.contracts.replies.Reply`: outputs,
+or a drop with its reason (``early_drop``, ``deadline``, ``overload``, ``error``, ``retired``).
 
 Example:
     >>> from vidnexus.gpu_executor.backend import SessionSpec
-    >>> from vidnexus.gpu_executor.profile import Profile
+    >>> from vidnexus.contracts.profile import Profile
     >>> ex = Executor([SessionSpec("double", "m", slo_s=1.0)],
     ...               runners={"m": lambda xs: [2 * x for x in xs]},
     ...               profiles={"m": Profile.linear(0.001, 0.001, 8)})
@@ -26,11 +26,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from vidnexus.clock import Clock, MonotonicClock
+from vidnexus.contracts.replies import DropReason, Reply
 from vidnexus.gpu_executor.backend import Dispatch, DutyCycle, SessionSpec
 from vidnexus.gpu_executor.metrics import ExecutorMetrics
-from vidnexus.gpu_executor.profile import Profile
+from vidnexus.contracts.profile import Profile
 
-__all__ = ["Executor", "GroupRunner", "InferReply", "Runner"]
+__all__ = ["Executor", "GroupRunner", "Runner"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,25 +45,12 @@ class GroupRunner(Protocol):
     def run_parts(self, parts: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Any]]: ...
 
 
-@dataclass(frozen=True)
-class InferReply:
-    """The end of one request: ``ok`` with ``output``, or dropped with ``reason``."""
-
-    request_id: int
-    session_id: str
-    ok: bool
-    output: Any = None
-    reason: str | None = None
-    latency_s: float = 0.0
-    batch: int = 0
-
-
 @dataclass
 class _Pending:
     session_id: str
     arrival: float
     deadline: float
-    future: Future[InferReply]
+    future: Future[Reply]
     input: Any = None
     enqueued: float = 0.0
 
@@ -76,7 +64,8 @@ class Executor:
         profiles: model name → ℓ(b) profile (refreshed online from observed batches).
         preprocess: model name → per-request function run on the worker pool before queueing.
         targets: planned batch size per session (default: the local planner).
-        clock: time source (tests pass a FakeClock).
+        clock: time source (tests pass a FakeClock): deadlines, latencies, and every wait of the
+            device loop and of :meth:`stop`, so on a FakeClock nothing here sleeps.
         workers: size of the pre/post-processing pool.
     """
 
@@ -110,7 +99,8 @@ class Executor:
         self.metrics = metrics or ExecutorMetrics()
         self._specs = {s.session_id: s for s in sessions}
         self._pending: dict[int, _Pending] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._drained = threading.Condition(self._lock)  # notified when the last pending request ends
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._ids = itertools.count(1)
@@ -128,11 +118,12 @@ class Executor:
         return self
 
     def stop(self, drain_timeout_s: float = 10.0) -> None:
-        """Stop after the queues drain (or the timeout); whatever is left is dropped as overload."""
-        deadline = self.clock.now() + drain_timeout_s
-        while self._pending and self.clock.now() < deadline and self._thread is not None:
+        """Stop after the queues drain (or ``drain_timeout_s`` on the clock); whatever is left is
+        dropped as overload."""
+        if self._thread is not None:
             self._wake.set()
-            self.clock.sleep(0.01)
+            with self._lock:
+                self.clock.wait_for(self._drained, lambda: not self._pending, drain_timeout_s)
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
@@ -151,16 +142,16 @@ class Executor:
         self.stop()
 
     # -- requests -----------------------------------------------------------------------------
-    def submit(self, session_id: str, payload: Any, deadline: float | None = None) -> Future[InferReply]:
+    def submit(self, session_id: str, payload: Any, deadline: float | None = None) -> Future[Reply]:
         """Queue one request. ``deadline`` is on this executor's clock (default: now + SLO)."""
         now = self.clock.now()
-        fut: Future[InferReply] = Future()
+        fut: Future[Reply] = Future()
         rid = next(self._ids)
         spec = self._specs.get(session_id)
         self.metrics.arrival(session_id, now)
         if spec is None:
             self.metrics.drop(session_id, "error")
-            fut.set_result(InferReply(rid, session_id, False, reason="error"))
+            fut.set_result(Reply.dropped("error"))
             return fut
         p = _Pending(session_id, now, deadline if deadline is not None else now + spec.slo_s, fut)
         with self._lock:
@@ -196,10 +187,13 @@ class Executor:
         while not self._stop.is_set():
             with self._lock:
                 step = self.core.schedule(self.clock.now())
+                held = self.core.queued()
             for d in step.dropped:
                 self._finish_drop(d.request_id, d.reason)
             if step.dispatch is None:
-                self._wake.wait(0.05)
+                # The policies are work-conserving (they run or drop what is queued): wait on the
+                # clock for an enqueue or stop(); a policy holding requests back is asked again in 50 ms.
+                self.clock.wait(self._wake, 0.05 if held else None)
                 self._wake.clear()
                 continue
             self._run(step.dispatch)
@@ -240,25 +234,26 @@ class Executor:
     def _reply_batch(self, dispatch: Dispatch, outputs: list[Any]) -> None:
         now = self.clock.now()
         for rid, out in zip(dispatch.request_ids, outputs):
-            with self._lock:
-                p = self._pending.pop(rid, None)
+            p = self._pop(rid)
             if p is None:
                 continue
             lat = now - p.arrival
             self.metrics.reply(p.session_id, lat, p.enqueued - p.arrival, now <= p.deadline)
-            p.future.set_result(
-                InferReply(rid, p.session_id, True, out, latency_s=lat, batch=dispatch.batch)
-            )
+            p.future.set_result(Reply.answer(out, latency_s=lat, batch=dispatch.batch))
 
-    def _finish_drop(self, rid: int, reason: str) -> None:
+    def _pop(self, rid: int) -> _Pending | None:
         with self._lock:
             p = self._pending.pop(rid, None)
+            if not self._pending:
+                self._drained.notify_all()
+        return p
+
+    def _finish_drop(self, rid: int, reason: DropReason) -> None:
+        p = self._pop(rid)
         if p is None:
             return
         self.metrics.drop(p.session_id, reason)
-        p.future.set_result(
-            InferReply(rid, p.session_id, False, reason=reason, latency_s=self.clock.now() - p.arrival)
-        )
+        p.future.set_result(Reply.dropped(reason, latency_s=self.clock.now() - p.arrival))
 
     # -- introspection --------------------------------------------------------------------------
     def stats(self) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vidnexus.errors import ModelError
-from vidnexus.gpu_executor.profile import Profile
+from vidnexus.contracts.profile import Profile
 
 __all__ = ["profile_runner", "profile_model", "save_profile", "load_profile"]
 

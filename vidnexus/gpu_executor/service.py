@@ -13,36 +13,18 @@ import logging
 import threading
 from typing import Any, Sequence
 
-from vidnexus.clock import Clock, MonotonicClock, wall_time
+from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import Settings
 from vidnexus.connectors.bus import Bus
 from vidnexus.errors import CodecError
-from vidnexus.gpu_executor.executor import Executor, InferReply
-from vidnexus.gpu_executor.wire import WireReply, decode_request, encode_reply
+from vidnexus.contracts.replies import Reply
+from vidnexus.contracts.requests import decode_request, encode_reply
+from vidnexus.contracts.topics import Topics
+from vidnexus.gpu_executor.executor import Executor
 
-__all__ = ["ExecutorService", "request_topic", "session_name", "parse_session_name"]
+__all__ = ["ExecutorService"]
 
 logger = logging.getLogger(__name__)
-
-
-def session_name(model: str, slo_ms: float) -> str:
-    """Canonical session id of (model, SLO): ``resnet18-100ms``."""
-    return f"{model}-{slo_ms:g}ms"
-
-
-def parse_session_name(session_id: str) -> tuple[str, float] | None:
-    """``resnet18-100ms`` → ``("resnet18", 100.0)``; None when it is not a canonical name."""
-    model, sep, slo = session_id.rpartition("-")
-    if not sep or not model or not slo.endswith("ms"):
-        return None
-    try:
-        return model, float(slo[:-2])
-    except ValueError:
-        return None
-
-
-def request_topic(settings: Settings, session_id: str) -> str:
-    return settings.topic(f"req.{session_id}")
 
 
 class ExecutorService:
@@ -52,36 +34,43 @@ class ExecutorService:
                  partitions: int = 4) -> None:
         self.executor, self.bus, self.settings = executor, bus, settings
         self.clock = clock or MonotonicClock()
+        self.names = Topics(settings.topic_prefix)
         self.sessions: Sequence[str] = [s.session_id for s in executor.core.sessions()]
-        self.topics = [request_topic(settings, s) for s in self.sessions]
-        self.dead_letter = settings.topic("dead-letter")
+        self.topics = [self.names.requests(s) for s in self.sessions]
+        self.dead_letter = self.names.dead_letter("requests")
         for t in self.topics:
             bus.create_topic(t, partitions)
         bus.create_topic(self.dead_letter, 1)
         self._stop = threading.Event()
         self._resubscribe = False
         self._inflight = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._answered = threading.Condition(self._lock)  # notified when nothing is in flight
         # Per (topic, partition): offsets read and not answered yet, and the next offset to read.
         self._unanswered: dict[tuple[str, int], set[int]] = {}
         self._next: dict[tuple[str, int], int] = {}
         self._committed: dict[tuple[str, int], int] = {}
         self.served = 0
         self.dead = 0
+        self._consumer: Any = None
+        self._last_commit = self.clock.now()
 
     def stop(self) -> None:
         self._stop.set()
+        consumer = self._consumer
+        if consumer is not None:
+            consumer.wakeup()  # a poll waiting for requests returns now
 
     def add_session(self, session_id: str, partitions: int = 4) -> None:
         """A session the executor now hosts: its request topic exists and may be consumed."""
         if session_id not in self.sessions:
-            self.bus.create_topic(request_topic(self.settings, session_id), partitions)
+            self.bus.create_topic(self.names.requests(session_id), partitions)
             self.sessions = [*self.sessions, session_id]
 
     def remove_session(self, session_id: str) -> None:
         """The executor no longer hosts this session: never consume its topic again."""
         self.sessions = [s for s in self.sessions if s != session_id]
-        topic = request_topic(self.settings, session_id)
+        topic = self.names.requests(session_id)
         with self._lock:
             if topic in self.topics:
                 self.topics = [t for t in self.topics if t != topic]
@@ -90,22 +79,24 @@ class ExecutorService:
     def set_sessions(self, session_ids: Sequence[str]) -> None:
         """Consume only these sessions' request topics from now on (the plan moved the others away).
         Requests already taken keep being served; the consumer group hands the partitions over."""
-        wanted = [request_topic(self.settings, s) for s in session_ids if s in self.sessions]
+        wanted = [self.names.requests(s) for s in session_ids if s in self.sessions]
         with self._lock:
             if sorted(wanted) != sorted(self.topics):
                 self.topics = wanted
                 self._resubscribe = True
 
-    def _publish_reply(self, reply_to: str, request_id: str, r: InferReply, tp: tuple[str, int], offset: int) -> None:
-        wire = WireReply(request_id, r.session_id, r.ok, r.output, r.reason, r.latency_s, r.batch)
+    def _publish_reply(self, reply_to: str, request_id: str, session_id: str, r: Reply, tp: tuple[str, int],
+                       offset: int) -> None:
         try:
-            self.bus.publish(reply_to, request_id.encode(), encode_reply(wire))
+            self.bus.publish(reply_to, request_id.encode(), encode_reply(request_id, session_id, r))
         except Exception as e:  # a reply topic we cannot write to must not kill the executor
             logger.error("cannot publish reply %s to %s: %s", request_id, reply_to, e)
         with self._lock:
             self._inflight -= 1
             self.served += 1
             self._unanswered.get(tp, set()).discard(offset)
+            if self._inflight == 0:
+                self._answered.notify_all()
 
     def _read(self, tp: tuple[str, int], offset: int, answered: bool) -> None:
         with self._lock:
@@ -127,47 +118,57 @@ class ExecutorService:
         with self._lock:
             self._resubscribe = False
             topics = list(self.topics)
-        return self.bus.subscribe(topics, group=f"{self.settings.topic_prefix}-executor") if topics else None
+        return self.bus.subscribe(topics, group=self.names.group("executor")) if topics else None
+
+    def step(self, timeout_s: float = 0.05, commit_every_s: float = 0.5) -> int:
+        """Read what arrived (waiting at most ``timeout_s``), submit it, and commit the answered
+        offsets when ``commit_every_s`` has passed. Returns the requests read."""
+        if self._resubscribe or (self._consumer is None and self.topics):
+            if self._consumer is not None:
+                self._commit_when_answered(self._consumer)
+                self._consumer.close()
+            self._consumer = self._subscribe()
+        if self._consumer is None:
+            self.clock.wait(self._stop, min(timeout_s, 0.2))
+            return 0
+        # Once stopping, do not wait: stop() may have woken a consumer that was replaced since.
+        msgs = self._consumer.poll(timeout_s=0.0 if self._stop.is_set() else timeout_s)
+        for m in msgs:
+            tp = (m.topic, m.partition)
+            try:
+                req = decode_request(m.value)
+            except CodecError as e:
+                self.dead += 1
+                self.bus.publish(self.dead_letter, m.key, m.value,
+                                 headers=[("reason", str(e).encode()), ("topic", m.topic.encode())])
+                self._read(tp, m.offset, answered=True)
+                continue
+            # Deadlines travel as wall-clock time; the executor runs on the monotonic reading.
+            local_deadline = self.clock.now() + (req.deadline_wall - self.clock.wall())
+            self._read(tp, m.offset, answered=False)
+            fut = self.executor.submit(req.session_id, req.input, deadline=local_deadline)
+            fut.add_done_callback(
+                lambda f, to=req.reply_to, rid=req.request_id, sid=req.session_id, tp=tp, off=m.offset:
+                self._publish_reply(to, rid, sid, f.result(), tp, off)
+            )
+        if self.clock.now() - self._last_commit >= commit_every_s:
+            self._commit_answered(self._consumer)
+            self._last_commit = self.clock.now()
+        return len(msgs)
 
     def run(self, commit_every_s: float = 0.5) -> None:
-        consumer = self._subscribe()
-        last_commit = self.clock.now()
+        """:meth:`step` until :meth:`stop`; then commit what was answered (waiting up to 10 s)."""
         try:
             while not self._stop.is_set():
-                if self._resubscribe:
-                    if consumer is not None:
-                        self._commit_when_answered(consumer)
-                        consumer.close()
-                    consumer = self._subscribe()
-                if consumer is None:
-                    self._stop.wait(0.2)
-                    continue
-                msgs = consumer.poll(timeout_s=0.05)
-                for m in msgs:
-                    tp = (m.topic, m.partition)
-                    try:
-                        req = decode_request(m.value)
-                    except CodecError as e:
-                        self.dead += 1
-                        self.bus.publish(self.dead_letter, m.key, m.value,
-                                         headers=[("reason", str(e).encode()), ("topic", m.topic.encode())])
-                        self._read(tp, m.offset, answered=True)
-                        continue
-                    # Deadlines travel as wall-clock time; the executor runs on its own clock.
-                    local_deadline = self.clock.now() + (req.deadline_wall - wall_time())
-                    self._read(tp, m.offset, answered=False)
-                    fut = self.executor.submit(req.session_id, req.input, deadline=local_deadline)
-                    fut.add_done_callback(
-                        lambda f, to=req.reply_to, rid=req.request_id, tp=tp, off=m.offset:
-                        self._publish_reply(to, rid, f.result(), tp, off)
-                    )
-                if self.clock.now() - last_commit >= commit_every_s:
-                    self._commit_answered(consumer)
-                    last_commit = self.clock.now()
+                self.step(commit_every_s=commit_every_s)
         finally:
-            if consumer is not None:
-                self._commit_when_answered(consumer, timeout_s=10)
-                consumer.close()
+            self.close()
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._commit_when_answered(self._consumer, timeout_s=10)
+            self._consumer.close()
+            self._consumer = None
 
     def _commit_answered(self, consumer: Any) -> None:
         """Commit, per partition, up to the first request not answered yet (never waits)."""
@@ -178,11 +179,11 @@ class ExecutorService:
         consumer.commit(offsets)
         self._committed.update(offsets)
 
+    def wait_answered(self, timeout_s: float) -> bool:
+        """Wait (on the clock) until every request read so far has been answered; False on timeout."""
+        with self._lock:
+            return self.clock.wait_for(self._answered, lambda: self._inflight == 0, timeout_s)
+
     def _commit_when_answered(self, consumer: Any, timeout_s: float = 30.0) -> None:
-        deadline = self.clock.now() + timeout_s
-        while self.clock.now() < deadline:
-            with self._lock:
-                if self._inflight == 0:
-                    break
-            self.clock.sleep(0.002)
+        self.wait_answered(timeout_s)
         self._commit_answered(consumer)

@@ -18,13 +18,12 @@ Example:
 from __future__ import annotations
 
 import collections.abc as cabc
-import importlib
 import inspect
 import typing
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
-from vidnexus.connectors.store import Column, TableSchema
+from vidnexus.contracts.schema import Column, TableSchema
 from vidnexus.errors import ConfigError
 
 __all__ = [
@@ -35,7 +34,6 @@ __all__ = [
     "Table",
     "Inferred",
     "DnnGraph",
-    "load_app",
     "IDENTITY_COLUMNS",
 ]
 
@@ -302,7 +300,7 @@ def _compatible(produced: Any, expected: Any) -> bool:
 def _check_types(app: App, steps: Sequence[Step], produced: Any = None) -> Any:
     """Walk the chain with the annotated types; raise naming the first step that cannot accept its
     input or returns the wrong kind of value. Unannotated functions are checked at run time."""
-    from vidnexus.streams.frame import Frame
+    from vidnexus.contracts.frames import Frame
 
     if produced is None and not steps[0].path:
         produced = Frame
@@ -403,27 +401,3 @@ class DnnGraph:
             return memo[n]
 
         return max((d(c) for c in self.children("frames")), default=0)
-
-
-def load_app(ref: str) -> App:
-    """Import ``package.module:attribute`` (or a built-in app's name) and return the App.
-
-    Raises:
-        ConfigError: the module or attribute does not exist, is not an App, or its chain is invalid.
-    """
-    from vidnexus.apps import APP_REFS
-
-    ref = APP_REFS.get(ref, ref)
-    mod_name, sep, attr = ref.partition(":")
-    if not sep or not mod_name or not attr:
-        raise ConfigError(f"app {ref!r}: expected package.module:attribute (e.g. vidnexus.apps.hud:app) "
-                          f"or a built-in app name ({', '.join(sorted(APP_REFS))})")
-    try:
-        mod = importlib.import_module(mod_name)
-    except ImportError as e:
-        raise ConfigError(f"app {ref!r}: cannot import {mod_name}: {e}") from None
-    obj = getattr(mod, attr, None)
-    if not isinstance(obj, App):
-        raise ConfigError(f"app {ref!r}: {mod_name}.{attr} is {type(obj).__name__}, not a vidnexus App")
-    obj.steps()
-    return obj

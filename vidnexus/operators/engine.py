@@ -1,6 +1,6 @@
 """Running a chain on one frame: the part both runtimes share.
 
-:meth:`ChainEngine.run` takes a :class:`~vidnexus.streams.frame.Frame` and returns a
+:meth:`ChainEngine.run` takes a :class:`~vidnexus.contracts.frames.Frame` and returns a
 :class:`FrameOutcome`: the rows for each table (identity columns first) and the frame's accounting
 (``ok``, ``partial``, ``dropped`` or ``error``, with drop reasons). Only the DNN calls differ between
 runtimes, behind :class:`InferBackend`. The engine also counts calls per DNN-graph edge, which is the
@@ -17,13 +17,15 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any, Protocol, Sequence
 
-from vidnexus.clock import wall_time
-from vidnexus.connectors.store import Column, TableSchema
+from vidnexus.clock import Clock, MonotonicClock
+from vidnexus.contracts.replies import Reply
+from vidnexus.contracts.reports import FanOut as ReportedFanOut
+from vidnexus.contracts.schema import Column, TableSchema
 from vidnexus.operators.chain import App, Inferred, Model, Step
 from vidnexus.operators.windows import TumblingWindows
-from vidnexus.streams.frame import Frame
+from vidnexus.contracts.frames import Frame
 
-__all__ = ["Reply", "InferBackend", "FrameOutcome", "ChainEngine", "FRAMES_TABLE", "StepError", "FanOut",
+__all__ = ["InferBackend", "FrameOutcome", "ChainEngine", "FRAMES_TABLE", "StepError", "FanOut",
            "KeyedDispatcher", "wants", "app_schemas"]
 
 logger = logging.getLogger(__name__)
@@ -54,13 +56,6 @@ def app_schemas(app: App) -> dict[str, TableSchema]:
     schemas = {t.name: t.schema() for t in app.tables.values()}
     schemas[FRAMES_TABLE.name] = FRAMES_TABLE
     return schemas
-
-
-@dataclass(frozen=True)
-class Reply:
-    ok: bool
-    output: Any = None
-    reason: str | None = None
 
 
 class InferBackend(Protocol):
@@ -125,17 +120,21 @@ class FanOut:
         base = self.frames if parent == "frames" else self.ok[parent]
         return self.edges[(parent, child)] / base if base else None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"frames": self.frames, "calls": dict(self.calls), "ok": dict(self.ok),
-                "edges": [[p, c, n] for (p, c), n in sorted(self.edges.items())]}
+    def snapshot(self) -> ReportedFanOut:
+        """The counts as they travel in an app report."""
+        return ReportedFanOut(self.frames, dict(self.calls), dict(self.ok), dict(self.edges))
 
 
 class ChainEngine:
     """Runs ``app``'s chain. One engine per worker; frames of one stream must reach the same engine
-    (they do: frames are keyed by stream) for windows to see all of a stream's elements."""
+    (they do: frames are keyed by stream) for windows to see all of a stream's elements.
 
-    def __init__(self, app: App, backend: InferBackend) -> None:
+    ``clock.wall()`` is what frame deadlines (ingest time + the app's SLO), ``late`` drops and
+    latencies are measured against."""
+
+    def __init__(self, app: App, backend: InferBackend, *, clock: Clock | None = None) -> None:
         self.app, self.backend = app, backend
+        self.clock = clock or MonotonicClock()
         self.steps = app.steps()
         self.fanout = FanOut()
         self.ordered = getattr(app, "ordered", False) or _has_window(self.steps)
@@ -148,7 +147,7 @@ class ChainEngine:
         out = FrameOutcome(frame.stream_id, frame.frame_no, ingest_ts=frame.ingest_ts)
         self.fanout.frames += 1
         deadline = frame.ingest_ts + self.app.slo_ms / 1000
-        now = wall_time()
+        now = self.clock.wall()
         if self._has_dnn and now >= deadline:
             # Already past its SLO before any work (a backlog behind an overloaded worker): its DNN
             # requests could only be dropped at their deadline, so drop it now and spend the CPU on
@@ -159,7 +158,7 @@ class ChainEngine:
             return out
         ctx = _Ctx(frame, out, deadline, Counter())
         items = await self._steps(self.steps, [_Item(frame)], ctx)
-        out.latency_ms = (wall_time() - frame.ingest_ts) * 1000  # ingest → outcome, bus hops included
+        out.latency_ms = (self.clock.wall() - frame.ingest_ts) * 1000  # ingest → outcome, bus hops included
         if out.reasons and any(r.startswith("error") for r in out.reasons):
             out.status = "error" if not out.row_count() else "partial"
         elif out.reasons:
@@ -249,7 +248,7 @@ class ChainEngine:
         flat = [x for xs in per_item for x in xs]
         if not flat:
             return [it for it, xs in zip(kept, per_item) if st.many and not xs]
-        if ctx.frame is not None and wall_time() >= ctx.deadline:  # the executor could only drop them
+        if ctx.frame is not None and self.clock.wall() >= ctx.deadline:  # the executor could only drop them
             ctx.out.reasons["late"] += sum(1 for xs in per_item if xs)
             return [it for it, xs in zip(kept, per_item) if st.many and not xs]
         replies = await asyncio.gather(*(self.backend.infer(m, flat, ctx.deadline) for m in st.models))

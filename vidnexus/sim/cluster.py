@@ -3,8 +3,8 @@ plan's sessions and batch sizes, requests routed to a session's devices in propo
 the plan gives each. Pure (virtual time), for goodput and device-count experiments.
 
 Example:
-    >>> from vidnexus.gpu_executor.profile import Profile
-    >>> from vidnexus.gpu_executor.squishy import SessionLoad, plan
+    >>> from vidnexus.contracts.profile import Profile
+    >>> from vidnexus.control.squishy import SessionLoad, plan
     >>> from vidnexus.sim.loadgen import uniform_arrivals
     >>> prof = {"m": Profile.linear(0.001, 0.010, 64)}
     >>> p = plan([SessionLoad("s", "m", 0.1, 1200)], prof)   # one saturated device + a residual one
@@ -21,8 +21,8 @@ from typing import Mapping, Sequence
 
 from vidnexus.gpu_executor.backend import DutyCycle, SessionSpec
 from vidnexus.gpu_executor.batching import PolicyName
-from vidnexus.gpu_executor.profile import Profile
-from vidnexus.gpu_executor.squishy import Plan
+from vidnexus.contracts.profile import Profile
+from vidnexus.control.squishy import Plan
 from vidnexus.sim.loadgen import Arrival
 from vidnexus.sim.simulator import SimResult
 

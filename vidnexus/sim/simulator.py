@@ -6,7 +6,7 @@ policies and the duty cycle are the real objects the executor uses. Every reques
 
 Example:
     >>> from vidnexus.gpu_executor.backend import SessionSpec
-    >>> from vidnexus.gpu_executor.profile import Profile
+    >>> from vidnexus.contracts.profile import Profile
     >>> from vidnexus.sim.loadgen import uniform_arrivals
     >>> r = simulate([SessionSpec("s", "m", 0.1)], {"m": Profile.linear(0.002, 0.01, 32)},
     ...              uniform_arrivals(100, 2.0))
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from vidnexus.gpu_executor.backend import DutyCycle, SessionSpec
-from vidnexus.gpu_executor.profile import Profile
+from vidnexus.contracts.profile import Profile
 from vidnexus.sim.loadgen import Arrival
 
 __all__ = ["SimResult", "simulate", "goodput"]

@@ -15,10 +15,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from vidnexus.clock import Clock, MonotonicClock, wall_time
+from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.connectors.bus import Bus
 from vidnexus.errors import ConnectorError, StreamError
-from vidnexus.streams.frame import Frame, encode_frame, jpeg_encode
+from vidnexus.contracts.frames import Frame, encode_frame
+from vidnexus.streams.images import jpeg_encode
 from vidnexus.streams.media_verdicts import SourceKind, after_failure
 from vidnexus.streams.sampling import EveryNth, FpsSampler
 from vidnexus.streams.sources import open_source
@@ -150,6 +151,8 @@ class StreamWorker:
         def keep(pts: float, index: int) -> bool:
             if self.stop.is_set():
                 raise _Stopped
+            if not self.live and self.spec.until_s is not None and pts > self.spec.until_s:
+                raise _UntilReached
             if not self.live:
                 if self.spec.realtime:
                     self.clock.sleep(opened + pts - self.clock.now())
@@ -162,10 +165,13 @@ class StreamWorker:
                 return False
             return bool(sampler.keep(self.clock.now() - st.started, index))
 
-        for raw in src.frames(keep):
+        try:
+            for raw in src.frames(keep):
+                st.decoded, st.corrupt = base + src.decoded, base_corrupt + src.corrupt
+                self._publish(raw)
+                self.backoff.reset()
+        except _UntilReached:  # the part of the file asked for has been read: it ends done
             st.decoded, st.corrupt = base + src.decoded, base_corrupt + src.corrupt
-            self._publish(raw)
-            self.backoff.reset()
 
     def _end_file(self) -> None:
         """A file read to its end is done, unless nothing it sampled could be published."""
@@ -187,7 +193,7 @@ class StreamWorker:
         if self.spec.max_side and max(h, w) > self.spec.max_side:
             s = self.spec.max_side / max(h, w)
             w, h = max(1, int(w * s)), max(1, int(h * s))
-        now = wall_time()
+        now = self.clock.wall()
         tags = {**self.spec.tags, **{k: str(v) for k, v in raw.truth.items()}}
         if self.spec.apps:
             tags["apps"] = ",".join(self.spec.apps)
@@ -211,6 +217,10 @@ class StreamWorker:
         st.published += 1
         st.last_pts = pts
         self._seq += 1
+
+
+class _UntilReached(Exception):
+    pass
 
 
 class _Stopped(Exception):

@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from vidnexus.clock import wall_time
-from vidnexus.connectors.store import Column, Store, TableSchema, ensure_table, quote
+from vidnexus.contracts.schema import Column, TableSchema
+from vidnexus.connectors.store import Store, ensure_table, quote
 from vidnexus.errors import StreamError
 from vidnexus.streams.ingest import StreamStatus
 from vidnexus.streams.sources import ProbeInfo, probe
@@ -40,7 +40,8 @@ STREAMS_TABLE = TableSchema(
      Column("jpeg_quality", "UInt8"),  # 0: the default, 85
      Column("max_side", "UInt32"),  # 0: no downscaling
      Column("realtime", "UInt8"),
-     Column("stop_on_corrupt", "UInt8")),  # not skip_corrupt, so that rows from before it skip by default
+     Column("stop_on_corrupt", "UInt8"),  # not skip_corrupt, so that rows from before it skip by default
+     Column("until_s", "Float64")),  # 0: the whole file
     order_by=("name",),
     engine="ReplacingMergeTree(version)",
 )
@@ -59,11 +60,18 @@ STATUS_TABLE = TableSchema(
 STATES = ("enabled", "paused", "removed")
 MAX_PROBE_TIMEOUT_S = 3600.0  # as `streams add --timeout` allows
 _COLUMNS = ("name", "url", "fps", "every_n", "keyframes_only", "apps", "tag_keys", "tag_values", "state", "probe",
-            "jpeg_quality", "max_side", "realtime", "stop_on_corrupt")
+            "jpeg_quality", "max_side", "realtime", "stop_on_corrupt", "until_s")
+
+
+_last_version = 0
 
 
 def _version() -> int:
-    return time.time_ns() // 1000
+    """Microseconds of wall-clock time, strictly increasing within this process (the newest row of a
+    ReplacingMergeTree wins, so two writes in one microsecond must not tie)."""
+    global _last_version
+    _last_version = max(_last_version + 1, int(wall_time() * 1_000_000))
+    return _last_version
 
 
 @dataclass(frozen=True)
@@ -83,7 +91,7 @@ def registered_from_row(row: Sequence[Any]) -> RegisteredStream:
     Rows keep meaning what ingest did with them when they were written: ``every_n`` or keyframes win
     over a stored ``fps``, and 0 in a column added later means its default.
     """
-    name, url, fps, every_n, kf, apps, keys, values, state, pr, quality, max_side, realtime, stop = row
+    name, url, fps, every_n, kf, apps, keys, values, state, pr, quality, max_side, realtime, stop, until = row
     problem = ""
     if every_n or kf:
         fps = None
@@ -95,7 +103,7 @@ def registered_from_row(row: Sequence[Any]) -> RegisteredStream:
     fields: dict[str, Any] = dict(
         name=name, url=url, fps=fps or None, every_n=every_n or None, keyframes_only=bool(kf), apps=tuple(apps or ()),
         tags=dict(zip(keys or (), values or ())), jpeg_quality=quality or 85, max_side=max_side or None,
-        realtime=bool(realtime), skip_corrupt=not stop)
+        realtime=bool(realtime), skip_corrupt=not stop, until_s=until or None)
     try:
         spec = StreamSpec(**fields, check=not problem)
     except Exception as e:  # StreamError, or a TypeError from a value no version should have written
@@ -129,19 +137,21 @@ class StreamRegistry:
             "tag_values": list(spec.tags.values()), "state": state, "probe": json.dumps(probe_doc),
             "updated": dt.datetime.fromtimestamp(int(wall_time())), "version": _version(),
             "jpeg_quality": spec.jpeg_quality, "max_side": spec.max_side or 0, "realtime": int(spec.realtime),
-            "stop_on_corrupt": int(not spec.skip_corrupt)}
+            "stop_on_corrupt": int(not spec.skip_corrupt), "until_s": float(spec.until_s or 0.0)}
         names = STREAMS_TABLE.column_names
         self.store.insert(STREAMS_TABLE.name, names, [tuple(row[c] for c in names)])
 
-    def add(self, spec: StreamSpec, *, check: bool = True, timeout_s: float = 10.0) -> RegisteredStream:
+    def add(self, spec: StreamSpec, *, check: bool = True, timeout_s: float = 10.0,
+            overwrite: bool = False) -> RegisteredStream:
         """Validate and register: a local path is stored absolute (relative to this process's working
         directory) and a ``file://`` URL decoded; with ``check`` the source is probed first.
+
+        ``spec.apps`` are app names, checked by the caller (the CLI loads each app). With ``overwrite``
+        a stream of the same name is registered anew instead of refused.
 
         Raises:
             StreamError: one line naming the stream and what is wrong.
         """
-        from vidnexus.apps import known_apps
-
         ok = isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s)
         if not (ok and 0 < timeout_s <= MAX_PROBE_TIMEOUT_S):
             raise StreamError(f"stream {spec.name}: probe timeout {timeout_s!r} s is not allowed; use a number of "
@@ -150,11 +160,8 @@ class StreamRegistry:
             spec = replace(spec, url=normalize_url(spec.url, os.getcwd()))
         except StreamError as e:
             raise StreamError(f"stream {spec.name}: {e}") from None
-        unknown = [a for a in spec.apps if a not in known_apps()]
-        if unknown:
-            raise StreamError(f"stream {spec.name}: unknown app(s) {unknown}; known: {sorted(known_apps())}")
         existing = self.get(spec.name, missing_ok=True)
-        if existing is not None:
+        if existing is not None and not overwrite:
             raise StreamError(f"stream {spec.name} already exists ({existing.spec.url}); remove it first")
         info: dict[str, Any] = {}
         if check:

@@ -134,6 +134,8 @@ def spec_problem(spec: "StreamSpec") -> str | None:
     lo, hi = MAX_SIDE_RANGE
     if spec.max_side is not None and not (_integer(spec.max_side) and lo <= spec.max_side <= hi):
         return bad("max_side", spec.max_side, f"a whole number of pixels from {lo} to {hi}")
+    if spec.until_s is not None and not (_number(spec.until_s) and math.isfinite(spec.until_s) and spec.until_s > 0):
+        return bad("until_s", spec.until_s, "a finite number of seconds > 0")
     for option in ("keyframes_only", "realtime", "skip_corrupt"):
         if not isinstance(getattr(spec, option), bool):
             return bad(option, getattr(spec, option), "True or False")
@@ -164,6 +166,8 @@ class StreamSpec:
     jpeg_quality: int = 85
     max_side: int | None = None
     realtime: bool = False
+    until_s: float | None = None
+    """Stop a file after this many seconds of video (its first part); it then ends ``done``."""
     skip_corrupt: bool = True
     """Skip packets the decoder rejects and count them (``corrupt``) instead of ending the stream;
     a file fails once more than 10% of its packets are corrupt."""

@@ -28,10 +28,12 @@ def in_shard(name: str, shard: int, shards: int) -> bool:
 class IngestSupervisor:
     def __init__(self, registry: StreamRegistry, bus: Bus, topic: str, *, shard: int = 0, shards: int = 1,
                  poll_s: float = 2.0, clock: Clock | None = None,
-                 worker_factory: Callable[[StreamSpec], StreamWorker] | None = None) -> None:
+                 worker_factory: Callable[[StreamSpec], StreamWorker] | None = None,
+                 only: Callable[[StreamSpec], bool] | None = None) -> None:
         if not 0 <= shard < shards:
             raise ValueError(f"shard {shard} is not in 0..{shards - 1}")
         self.registry, self.bus, self.topic = registry, bus, topic
+        self.only = only
         self.shard, self.shards, self.poll_s = shard, shards, poll_s
         self.clock = clock or MonotonicClock()
         self.make = worker_factory or (lambda spec: StreamWorker(spec, bus, topic, clock=self.clock))
@@ -43,7 +45,8 @@ class IngestSupervisor:
     def sync(self) -> None:
         """Start, stop or restart workers to match the registry. A row that no longer validates is
         skipped: it is logged once and reported as failed with its problem."""
-        rows = [r for r in self.registry.list() if in_shard(r.spec.name, self.shard, self.shards)]
+        rows = [r for r in self.registry.list() if in_shard(r.spec.name, self.shard, self.shards)
+                and (self.only is None or self.only(r.spec))]
         wanted = {r.spec.name: r.spec for r in rows if r.state == "enabled"}
         for name, (w, t) in list(self.workers.items()):
             if not t.is_alive():  # ended by itself: a file that is done, or a stream that failed

@@ -13,7 +13,7 @@ primitives and colours make it hard: the oracle beats the compact models clearly
 - ``compact_b``: 3 strided convs (16-32-32 channels) + a 96-unit layer.
 
 Compact models expose ``features(x)`` (the input of their last layer), so specialization retrains
-only the last layer on cached features (:mod:`vidnexus.training.specialize`).
+only the last layer on cached features (:mod:`vidnexus.specialization.training`).
 """
 
 from __future__ import annotations

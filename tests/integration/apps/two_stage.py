@@ -6,7 +6,7 @@ import numpy as np
 
 from vidnexus.apps.hud import crop_cells, reader as hud_reader
 from vidnexus.operators.chain import App, Stream
-from vidnexus.streams.frame import image_of
+from vidnexus.streams.images import image_of
 
 app = App("two_stage", slo_ms=1000)
 scene = app.model("mobilenet_v3_small")

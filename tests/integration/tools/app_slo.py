@@ -1,7 +1,7 @@
 """Measure a built-in app's SLO attainment over Kafka at the app's own SLO, for growing stream counts.
 
 Same deployment as the app integration tests (tests/integration/app_harness.py: one executor, one
-faust worker and one sink process, frames published at their real pace, rows in the ClickHouse
+worker and one sink process, frames published at their real pace, rows in the ClickHouse
 server), but with the app as shipped (its own SLO, split evenly over its DNN stages) and the
 streams of its demo. Needs the broker and the server running (`vidnexus services up`, with
 VNX_KAFKA_BOOTSTRAP and VNX_CLICKHOUSE_URL set):
@@ -22,16 +22,43 @@ import uuid
 from typing import Any
 
 
+def demo_spec(app_name: str) -> tuple[Any, Any]:
+    """The built-in app's demo spec and the app."""
+    import importlib
+
+    from vidnexus.apps import APP_REFS, load_app
+
+    return importlib.import_module(APP_REFS[app_name].partition(":")[0]).DEMO, load_app(app_name)
+
+
+class _Until:
+    """A source's frames up to ``until_s`` (a demo's real video plays its first part)."""
+
+    def __init__(self, src: Any, until_s: float | None) -> None:
+        self.src, self.until_s = src, until_s
+
+    def frames(self) -> Any:
+        self.src.open()
+        try:
+            for raw in self.src.frames():
+                if self.until_s is not None and raw.pts > self.until_s:
+                    return
+                yield raw
+        finally:
+            self.src.close()
+
+
 def measure(app_name: str, n: int, seconds: float, fps: float, bootstrap: str, url: str) -> dict[str, Any]:
     from tests.integration.app_harness import deploy, feed, render, teardown, wait_frames
     from vidnexus.apps import APP_REFS
-    from vidnexus.demo import demo_spec
     from vidnexus.operators.infer import stage_slos
+    from vidnexus.streams.sources import open_source
 
     spec, app = demo_spec(app_name)
     slos = stage_slos(app)
     tag = uuid.uuid4().hex[:6]
-    sources = [(f"{tag}-{sid}", src) for sid, src in spec.sources(n, seconds, spec.source_fps)]
+    sources = [(f"{tag}-{s.name}", _Until(open_source(s.url), s.until_s))
+               for s in spec.streams(n, seconds, spec.source_fps, fps)]
     frames = render(sources, fps, app_name)
     d = deploy(bootstrap, url, APP_REFS[app_name], [f"{m}:{s:g}" for m, s in slos.items()])
     try:
@@ -66,8 +93,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fps", type=float, default=5.0, help="sampled frames per second per stream")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
-    from vidnexus.demo import demo_spec
-
     s = load_settings()
     slo = demo_spec(a.app)[1].slo_ms
     results = []

@@ -1,9 +1,12 @@
 """The in-memory bus keeps Kafka's semantics (the same checks run against Kafka in integration)."""
 
+import threading
+
 import pytest
 
 from vidnexus.connectors.memory_bus import MemoryBus
 from vidnexus.errors import ConnectorError
+from vidnexus.testing import FakeClock
 
 
 def drain(consumer, n, timeout=2.0):
@@ -73,5 +76,43 @@ def test_oversized_message_is_refused():
 
 
 def test_poll_times_out_empty():
-    bus = MemoryBus()
-    assert bus.subscribe(["t"], group=None).poll(timeout_s=0.05) == []
+    bus = MemoryBus(clock=FakeClock())
+    assert bus.subscribe(["t"], group=None).poll(timeout_s=0.0) == []
+
+
+def in_thread(fn):
+    """Run ``fn`` in a thread; returns (thread, list that gets its result)."""
+    out = []
+    t = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    t.start()
+    return t, out
+
+
+def test_a_waiting_poll_times_out_when_the_clock_passes_its_timeout_and_not_before():
+    clock = FakeClock()
+    c = MemoryBus(clock=clock).subscribe(["t"], group=None)
+    t, out = in_thread(lambda: c.poll(timeout_s=1.0))
+    clock.until_waiting(1)
+    clock.advance(0.5)
+    clock.until_waiting(1)
+    assert out == []                                       # still waiting: half its timeout passed
+    clock.advance(0.5)
+    t.join(5)
+    assert out == [[]] and clock.now() == 1.0
+
+
+@pytest.mark.parametrize("how", ["publish", "wakeup", "close"])
+def test_a_waiting_poll_returns_on_a_message_a_wakeup_or_close_with_no_time_passing(how):
+    clock = FakeClock(wall_start=1000.0)
+    bus = MemoryBus(clock=clock)
+    bus.create_topic("t", partitions=1)
+    c = bus.subscribe(["t"], group=None)
+    t, out = in_thread(lambda: c.poll(timeout_s=60.0))
+    clock.until_waiting(1)
+    {"publish": lambda: bus.publish("t", b"k", b"v"), "wakeup": c.wakeup, "close": c.close}[how]()
+    t.join(5)
+    assert not t.is_alive() and clock.now() == 0.0
+    if how == "publish":
+        assert [(m.value, m.timestamp_ms) for m in out[0]] == [(b"v", 1_000_000)]  # stamped by clock.wall()
+    else:
+        assert out == [[]]

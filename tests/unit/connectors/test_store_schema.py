@@ -3,7 +3,8 @@ import datetime as dt
 import pytest
 
 from vidnexus.connectors.clickhouse_store import parse_clickhouse_url
-from vidnexus.connectors.store import Column, TableSchema, adapt_type, parse_version, quote
+from vidnexus.contracts.schema import Column, TableSchema, adapt_type
+from vidnexus.connectors.store import parse_version, quote
 from vidnexus.errors import ConnectorError
 
 OLD, NEW = (18, 16, 1), (26, 9, 2, 1)

@@ -1,7 +1,7 @@
 import pytest
 
 from vidnexus.gpu_executor.backend import DutyCycle, SessionSpec, local_targets
-from vidnexus.gpu_executor.profile import Profile
+from vidnexus.contracts.profile import Profile
 
 P = Profile.linear(0.010, 0.010, max_batch=16)
 

@@ -1,4 +1,7 @@
-"""The in-process executor: every request ends as a reply or an accounted drop."""
+"""The in-process executor: every request ends as a reply or an accounted drop.
+
+Every executor here runs on a FakeClock: time moves only when a FakeRunner runs a batch, and the idle
+device loop blocks on the clock, so no test sleeps and no deadline passes by accident."""
 
 import threading
 
@@ -6,7 +9,8 @@ import pytest
 
 from vidnexus.gpu_executor.backend import SessionSpec
 from vidnexus.gpu_executor.executor import Executor
-from vidnexus.gpu_executor.profile import Profile
+from vidnexus.contracts.profile import Profile
+from vidnexus.testing import FakeClock, FakeRunner
 
 P = Profile.linear(0.0001, 0.0005, 32)
 
@@ -15,7 +19,7 @@ def test_replies_carry_outputs_in_order_for_two_sessions():
     ex = Executor(
         [SessionSpec("dbl", "m1", 2.0), SessionSpec("neg", "m2", 2.0)],
         {"m1": lambda xs: [2 * x for x in xs], "m2": lambda xs: [-x for x in xs]},
-        {"m1": P, "m2": P},
+        {"m1": P, "m2": P}, clock=FakeClock(),
     )
     with ex:
         f1 = [ex.submit("dbl", i) for i in range(50)]
@@ -34,7 +38,7 @@ def test_batches_form_under_load():
         gate.wait(5)
         return list(xs)
 
-    ex = Executor([SessionSpec("s", "m", 5.0)], {"m": slow}, {"m": P}, targets={"s": 16})
+    ex = Executor([SessionSpec("s", "m", 5.0)], {"m": slow}, {"m": P}, targets={"s": 16}, clock=FakeClock())
     with ex:
         futs = [ex.submit("s", i) for i in range(40)]
         gate.set()
@@ -52,7 +56,7 @@ def test_runner_failure_becomes_error_drops_and_the_executor_keeps_serving():
             raise RuntimeError("boom")
         return list(xs)
 
-    ex = Executor([SessionSpec("s", "m", 5.0)], {"m": flaky}, {"m": P})
+    ex = Executor([SessionSpec("s", "m", 5.0)], {"m": flaky}, {"m": P}, clock=FakeClock())
     with ex:
         first = ex.submit("s", 1).result(timeout=5)
         second = ex.submit("s", 2).result(timeout=5)
@@ -61,7 +65,7 @@ def test_runner_failure_becomes_error_drops_and_the_executor_keeps_serving():
 
 
 def test_wrong_output_count_is_a_batch_contract_error():
-    ex = Executor([SessionSpec("s", "m", 5.0)], {"m": lambda xs: []}, {"m": P})
+    ex = Executor([SessionSpec("s", "m", 5.0)], {"m": lambda xs: []}, {"m": P}, clock=FakeClock())
     with ex:
         r = ex.submit("s", 1).result(timeout=5)
     assert r.reason == "error"
@@ -73,7 +77,8 @@ def test_bad_input_fails_alone():
             raise ValueError("negative")
         return x
 
-    ex = Executor([SessionSpec("s", "m", 5.0)], {"m": lambda xs: list(xs)}, {"m": P}, preprocess={"m": pre})
+    ex = Executor([SessionSpec("s", "m", 5.0)], {"m": lambda xs: list(xs)}, {"m": P}, preprocess={"m": pre},
+                  clock=FakeClock())
     with ex:
         rs = [ex.submit("s", x).result(timeout=5) for x in (1, -1, 2)]
     assert [(r.ok, r.reason) for r in rs] == [(True, None), (False, "error"), (True, None)]
@@ -82,7 +87,7 @@ def test_bad_input_fails_alone():
 def test_unknown_session_and_overload_are_accounted():
     gate = threading.Event()
     ex = Executor([SessionSpec("s", "m", 5.0, max_queue=3)], {"m": lambda xs: (gate.wait(5), list(xs))[1]},
-                  {"m": P}, targets={"s": 1})
+                  {"m": P}, targets={"s": 1}, clock=FakeClock())
     with ex:
         assert ex.submit("zzz", 1).result(timeout=1).reason == "error"
         futs = [ex.submit("s", i) for i in range(20)]
@@ -102,7 +107,8 @@ def test_missing_runner_is_rejected():
 
 
 def test_sessions_added_at_run_time_serve_with_a_new_model_or_an_existing_one():
-    ex = Executor([SessionSpec("dbl-100ms", "m1", 2.0)], {"m1": lambda xs: [2 * x for x in xs]}, {"m1": P})
+    ex = Executor([SessionSpec("dbl-100ms", "m1", 2.0)], {"m1": lambda xs: [2 * x for x in xs]}, {"m1": P},
+                  clock=FakeClock())
     with ex:
         assert ex.submit("neg-50ms", 1).result(timeout=5).reason == "error"    # not hosted yet
         ex.add_session(SessionSpec("neg-50ms", "m2", 2.0), lambda xs: [-x for x in xs], P)
@@ -114,39 +120,80 @@ def test_sessions_added_at_run_time_serve_with_a_new_model_or_an_existing_one():
             ex.add_session(SessionSpec("x-10ms", "m3", 1.0))
 
 
-def test_canonical_session_names_round_trip():
-    from vidnexus.gpu_executor.service import parse_session_name, session_name
-
-    assert parse_session_name(session_name("mobilenet_v3_small", 120.0)) == ("mobilenet_v3_small", 120.0)
-    assert parse_session_name("hud_digits-600000ms") == ("hud_digits", 600000.0)
-    assert parse_session_name("digits") is None and parse_session_name("a-fastms") is None
-
-
 def test_removing_a_session_drops_its_queue_as_retired_and_unloads_an_unused_model():
     import threading
 
     from vidnexus.gpu_executor.backend import SessionSpec
     from vidnexus.gpu_executor.executor import Executor
-    from vidnexus.gpu_executor.profile import Profile
+    from vidnexus.contracts.profile import Profile
 
-    gate = threading.Event()
+    gate, running = threading.Event(), threading.Event()
 
     def slow(xs):
+        running.set()
         gate.wait(5)
         return [0.0 for _ in xs]
 
     prof = Profile.linear(0.0001, 0.0005, 1)
     ex = Executor([SessionSpec("a-100ms", "a", 30.0), SessionSpec("b-100ms", "b", 30.0)],
-                  {"a": slow, "b": lambda xs: [1.0 for _ in xs]}, {"a": prof, "b": prof}).start()
-    first = ex.submit("a-100ms", 0)            # occupies the device
+                  {"a": slow, "b": lambda xs: [1.0 for _ in xs]}, {"a": prof, "b": prof}, clock=FakeClock()).start()
+    first = ex.submit("a-100ms", 0)
+    assert running.wait(5)                     # `first` occupies the device
     queued = [ex.submit("a-100ms", i) for i in range(3)]
-    import time as _t
-    _t.sleep(0.1)
     assert ex.remove_session("a-100ms") == ["a"]
     gate.set()
-    assert first.result(5).ok or first.result(5).reason in ("retired", "error")
+    assert first.result(5).ok                  # already running: its runner finishes it
     assert all(f.result(5).reason == "retired" for f in queued)
     assert not ex.hosts_model("a") and ex.hosts_model("b")
     assert ex.submit("b-100ms", 1).result(5).output == 1.0
     assert ex.remove_session("a-100ms") == []    # idempotent
     ex.stop()
+
+
+def test_on_a_fake_clock_latencies_and_drops_are_exact():
+    """Batches take exactly ℓ(b) of fake time: replies carry that latency, and a request whose
+    deadline passes while the device is busy is dropped, never run."""
+    clock = FakeClock()
+    prof = Profile.linear(0.010, 0.020, 8)                        # ℓ(1) = 30 ms
+    runner = FakeRunner(prof, clock)
+    ex = Executor([SessionSpec("s", "m", 0.05)], {"m": runner}, {"m": prof}, targets={"s": 1}, clock=clock)
+    a, b = ex.submit("s", "a"), ex.submit("s", "b")               # deadlines at 50 ms
+    c = ex.submit("s", "c", deadline=1.0)
+    with ex:
+        ra, rb, rc = (f.result(timeout=5) for f in (a, b, c))
+    assert (ra.ok, ra.output, ra.batch) == (True, "a", 1) and ra.latency_s == pytest.approx(0.03)
+    # At 30 ms, b alone would end at 60 ms, past its 50 ms deadline: dropped; c runs instead.
+    assert (rb.ok, rb.reason) == (False, "deadline") and rb.latency_s == pytest.approx(0.03)
+    assert (rc.ok, rc.output) == (True, "c") and rc.latency_s == pytest.approx(0.06)
+    assert runner.batches == [1, 1] and clock.now() == pytest.approx(0.06)
+
+
+def test_the_device_loop_waits_on_the_clock_and_never_sleeps(monkeypatch):
+    """Idle, the device loop blocks on the clock until a request comes: no time.sleep, no timed wait,
+    no polling (each request costs exactly two schedule() calls), and no fake time passes."""
+    import time
+
+    sleeps, timed = [], []
+    monkeypatch.setattr(time, "sleep", sleeps.append)
+    real_wait = threading.Condition.wait
+
+    def wait(self, timeout=None):
+        if timeout and threading.current_thread().name == "vnx-device":  # 0: the pool's non-blocking check
+            timed.append(timeout)
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(threading.Condition, "wait", wait)
+    clock = FakeClock()
+    ex = Executor([SessionSpec("s", "m", 1.0)], {"m": FakeRunner(P, clock)}, {"m": P}, clock=clock)
+    calls = []
+    schedule = ex.core.schedule
+    ex.core.schedule = lambda now: (calls.append(now), schedule(now))[1]
+    with ex:
+        clock.until_waiting(1)                                    # started, found nothing, waits
+        assert len(calls) == 1
+        for i in range(3):
+            assert ex.submit("s", i).result(timeout=5).output == i
+            clock.until_waiting(1)
+        assert len(calls) == 1 + 2 * 3                            # dispatch, then find nothing
+    assert sleeps == [] and timed == []
+    assert clock.now() == pytest.approx(3 * P.latency(1))         # only the batches moved the clock

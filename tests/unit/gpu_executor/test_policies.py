@@ -4,7 +4,7 @@ import pytest
 
 from vidnexus.gpu_executor.batching import BatchDecision, drop_reason
 from vidnexus.gpu_executor.policies import make_policy
-from vidnexus.gpu_executor.profile import Profile
+from vidnexus.contracts.profile import Profile
 
 # ℓ(b) = 10 ms · b + 10 ms: ℓ(1)=20, ℓ(2)=30, ℓ(3)=40, ℓ(4)=50 ms.
 P = Profile.linear(0.010, 0.010, max_batch=8)

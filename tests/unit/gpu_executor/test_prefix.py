@@ -9,7 +9,7 @@ from vidnexus.gpu_executor.backend import DutyCycle, SessionSpec
 from vidnexus.gpu_executor.executor import Executor
 from vidnexus.gpu_executor.prefix import (Headed, PrefixRunner, detect_prefix_groups, module_signature,
                                           parameter_bytes, split_prefix)
-from vidnexus.gpu_executor.profile import Profile
+from vidnexus.contracts.profile import Profile
 
 P = Profile.linear(0.010, 0.010, max_batch=16)  # ℓ(b) = 10b + 10 ms
 

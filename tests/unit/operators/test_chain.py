@@ -5,8 +5,9 @@ from dataclasses import dataclass
 import pytest
 
 from vidnexus.errors import ConfigError
-from vidnexus.operators.chain import App, DnnGraph, Stream, load_app
-from vidnexus.streams.frame import Frame
+from vidnexus.operators.chain import App, DnnGraph, Stream
+from vidnexus.apps import load_app
+from vidnexus.contracts.frames import Frame
 
 
 def make_app():

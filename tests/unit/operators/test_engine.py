@@ -1,4 +1,7 @@
-"""The chain engine on scripted frames and a scripted DNN backend (no executor, no sleeps)."""
+"""The chain engine on scripted frames and a scripted DNN backend (no executor, no sleeps).
+
+Engines and frames share a FakeClock: time passes only where a test moves it, so SLOs of a few ms are
+never missed by a slow machine, and ``late`` drops and latencies are exact."""
 
 import asyncio
 from collections import Counter
@@ -7,7 +10,18 @@ import pytest
 
 from vidnexus.operators.chain import App
 from vidnexus.operators.engine import ChainEngine, KeyedDispatcher, Reply
-from vidnexus.testing import frame_factory
+from vidnexus.testing import FakeClock, frame_factory
+
+CLOCK = FakeClock()  # never advanced: the tests that need time to pass bring their own
+
+
+def engine(app, backend, clock=CLOCK):
+    return ChainEngine(app, backend, clock=clock)
+
+
+def frame(stream, frame_no, clock=CLOCK, **kw):
+    """A frame ingested now on ``clock``."""
+    return frame_factory(stream, frame_no, clock=clock, **kw)
 
 
 class ScriptedBackend:
@@ -53,8 +67,8 @@ def run(engine, frames):
 
 def test_rows_identity_and_fanout():
     app = two_stage_app()
-    eng = ChainEngine(app, ScriptedBackend())
-    outs = run(eng, [frame_factory("c1", n) for n in (0, 1, 4)])
+    eng = engine(app, ScriptedBackend())
+    outs = run(eng, [frame("c1", n) for n in (0, 1, 4)])
     assert [o.status for o in outs] == ["ok", "ok", "ok"]
     assert outs[0].rows == {}                                    # no boxes: accounted, no rows
     rows = outs[2].rows["objs"]
@@ -70,8 +84,8 @@ def test_rows_identity_and_fanout():
 
 def test_dropped_requests_are_accounted_per_frame():
     app = two_stage_app()
-    eng = ChainEngine(app, ScriptedBackend(drop={("det", 2)}))
-    o = run(eng, [frame_factory("c1", 2)])[0]
+    eng = engine(app, ScriptedBackend(drop={("det", 2)}))
+    o = run(eng, [frame("c1", 2)])[0]
     assert o.status == "dropped" and o.reasons == {"early_drop": 1} and o.rows == {}
     # One crop of four dropped: the frame is partial, three rows written.
     class DropFirstCar(ScriptedBackend):
@@ -81,46 +95,46 @@ def test_dropped_requests_are_accounted_per_frame():
                 out[0] = Reply(False, reason="deadline")
             return out
 
-    o = run(ChainEngine(app, DropFirstCar()), [frame_factory("c1", 4)])[0]
+    o = run(engine(app, DropFirstCar()), [frame("c1", 4)])[0]
     assert o.status == "partial" and o.reasons == {"deadline": 1} and len(o.rows["objs"]) == 3
 
 
 def test_a_frame_already_past_its_deadline_is_dropped_late_without_dnn_requests():
-    from vidnexus.clock import wall_time
-
+    clock = FakeClock()
     backend = ScriptedBackend()
-    eng = ChainEngine(two_stage_app(), backend)  # SLO 1 s
-    stale = frame_factory("c1", 3, ingest_ts=wall_time() - 1.5)
-    fresh = frame_factory("c1", 4)
+    eng = engine(two_stage_app(), backend, clock)  # SLO 1 s
+    stale = frame("c1", 3, clock)
+    clock.advance(1.5)
+    fresh = frame("c1", 4, clock)
     o_stale, o_fresh = run(eng, [stale, fresh])
     assert o_stale.status == "dropped" and o_stale.reasons == {"late": 1} and o_stale.rows == {}
-    assert o_stale.latency_ms >= 1500
+    assert o_stale.latency_ms == pytest.approx(1500)
     assert o_fresh.status == "ok" and len(o_fresh.rows["objs"]) == 4
     assert backend.calls["det"] == 1  # only the fresh frame reached the backend
 
 
 def test_requests_whose_deadline_passed_in_the_cpu_steps_are_not_sent():
-    import time
-
+    clock = FakeClock()
     app = App("slow", slo_ms=50)
     app.model("m")
     app.table("t", {"v": "String"})
-    app.chain(lambda s: s.map(lambda f: time.sleep(0.08) or f.frame_no).infer("m", merge=lambda v, o: {"v": o})
-              .sink("t"))
+    app.chain(lambda s: s.map(lambda f: clock.advance(0.08) or f.frame_no).infer("m", merge=lambda v, o: {"v": o})
+              .sink("t"))                                   # the CPU step takes 80 ms
     backend = ScriptedBackend()
-    o = run(ChainEngine(app, backend), [frame_factory("c1", 1)])[0]
-    assert o.status == "dropped" and o.reasons == {"late": 1}
+    o = run(engine(app, backend, clock), [frame("c1", 1, clock)])[0]
+    assert o.status == "dropped" and o.reasons == {"late": 1} and o.latency_ms == pytest.approx(80)
     assert backend.calls["m"] == 0
 
 
 def test_an_app_without_dnn_steps_still_writes_late_rows():
-    from vidnexus.clock import wall_time
-
+    clock = FakeClock()
     app = App("cpu", slo_ms=10)
     app.table("t", {"v": "Int64"})
     app.chain(lambda s: s.map(lambda f: {"v": f.frame_no}).sink("t"))
-    o = run(ChainEngine(app, ScriptedBackend()), [frame_factory("c1", 7, ingest_ts=wall_time() - 5)])[0]
-    assert o.status == "ok" and o.rows["t"] == [("c1", 7, 0, 7)]
+    late = frame("c1", 7, clock)
+    clock.advance(5)
+    o = run(engine(app, ScriptedBackend(), clock), [late])[0]
+    assert o.status == "ok" and o.rows["t"] == [("c1", 7, 0, 7)] and o.latency_ms == pytest.approx(5000)
 
 
 def test_user_step_errors_become_drops_that_name_the_step():
@@ -128,7 +142,7 @@ def test_user_step_errors_become_drops_that_name_the_step():
     app.table("t", {"v": "Int64"})
     app.chain(lambda s: s.map(lambda f: 10 // (f.frame_no - 1)).filter(lambda v: v if v < 0 else True)
               .map(lambda v: {"v": v}).sink("t"))
-    outs = run(ChainEngine(app, ScriptedBackend()), [frame_factory("c", n) for n in (0, 1, 3)])
+    outs = run(engine(app, ScriptedBackend()), [frame("c", n) for n in (0, 1, 3)])
     assert outs[0].status == "error" and outs[0].reasons == {"error:filter[1]": 1}   # -10 is not a bool
     assert outs[1].status == "error" and outs[1].reasons == {"error:map[0]": 1}      # ZeroDivisionError
     assert outs[2].status == "ok" and outs[2].rows == {"t": [("c", 3, 0, 5)]}
@@ -138,7 +152,7 @@ def test_sink_refuses_elements_without_the_columns():
     app = App("s", slo_ms=100)
     app.table("t", {"a": "Int64", "b": "Int64"})
     app.chain(lambda s: s.map(lambda f: {"a": 1}).sink("t"))
-    o = run(ChainEngine(app, ScriptedBackend()), [frame_factory("c", 0)])[0]
+    o = run(engine(app, ScriptedBackend()), [frame("c", 0)])[0]
     assert o.status == "error" and o.reasons == {"error:sink[1]": 1}
 
 
@@ -149,8 +163,8 @@ def test_many_inputs_per_element_are_requested_together_in_order():
     app.chain(lambda s: s.infer("cls", input=lambda f: [{"k": k} for k in range(3)], many=True,
                                 merge=lambda f, outs: {"labels": outs}).sink("t"))
     back = ScriptedBackend()
-    eng = ChainEngine(app, back)
-    o = run(eng, [frame_factory("c", 7)])[0]
+    eng = engine(app, back)
+    o = run(eng, [frame("c", 7)])[0]
     assert o.rows["t"] == [("c", 7, 0, ["cls:0", "cls:1", "cls:2"])]
     assert eng.fanout.gamma("frames", "cls") == 3.0
 
@@ -162,8 +176,8 @@ def test_windows_count_per_stream_and_key_then_flush():
                           .window(10.0, key=lambda e: e[0], agg=lambda k, xs: {"cls": k, "n": len(xs)},
                                   time=lambda e: e[1])
                           .sink("per_10s")))
-    eng = ChainEngine(app2, ScriptedBackend())
-    frames = [frame_factory("a", n, fps=1.0) for n in range(25)]  # pts = n seconds
+    eng = engine(app2, ScriptedBackend())
+    frames = [frame("a", n, fps=1.0) for n in range(25)]  # pts = n seconds
     outs = run(eng, frames)
     emitted = [r for o in outs for r in o.rows.get("per_10s", [])]
     # window [0,10): frames 0..9 give 0+1+2+0+1+2+0+1+2+0 = 9 cars; [10,20): 10..19 → 1+2+0+1+2+0+1+2+0+1 = 10
@@ -213,11 +227,23 @@ def test_remote_requests_nobody_answers_end_as_timeout_drops():
     app.table("t", {"x": "Int64"})
     app.chain(lambda s: s.infer("m", input=lambda f: __import__("numpy").zeros(2, "float32"),
                                 merge=lambda f, o: {"x": 1}).sink("t"))
-    client = ExecutorClient(MemoryBus(), Settings(topic_prefix="to"))
+    clock = FakeClock()
+    client = ExecutorClient(MemoryBus(clock=clock), Settings(topic_prefix="to"), clock=clock)
     try:
         backend = RemoteBackend(app, client, {"m": 50.0}, grace_s=0.05)   # no executor serves m-50ms
-        o = run(ChainEngine(app, backend), [frame_factory("c", 1)])[0]
-        assert o.status == "dropped" and o.reasons == {"timeout": 1}
+
+        async def go():
+            task = asyncio.create_task(engine(app, backend, clock).run(frame("c", 1, clock)))
+            for _ in range(100):                # let the engine send its request; no time passes
+                if client.outstanding:
+                    break
+                await asyncio.sleep(0)
+            assert client.outstanding == 1 and not task.done()
+            clock.advance(0.2)                  # past the deadline (50 ms) and the grace (50 ms)
+            return await task
+
+        o = asyncio.run(go())
+        assert o.status == "dropped" and o.reasons == {"timeout": 1} and o.latency_ms == pytest.approx(200)
         assert client.outstanding == 0                                     # nothing left waiting
     finally:
         client.close()

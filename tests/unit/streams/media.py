@@ -16,7 +16,7 @@ from typing import Iterator
 import av
 import numpy as np
 
-from vidnexus.streams.frame import decode_frame
+from vidnexus.contracts.frames import decode_frame
 
 REAL = Path(__file__).resolve().parents[4] / "shared" / "data" / "real"
 CAR = str(REAL / "car-detection.mp4")  # h264 768x432, 12.5 fps, 377 frames, a keyframe every 60

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from vidnexus.connectors.memory_bus import MemoryBus
-from vidnexus.connectors.store import Column, TableSchema
+from vidnexus.contracts.schema import Column, TableSchema
 from vidnexus.errors import StreamError
 from vidnexus.streams.ingest import StreamStatus
 from vidnexus.streams.registry import STREAMS_TABLE, StreamRegistry, registered_from_row
@@ -19,13 +19,13 @@ from .media import make_clip
 
 HUD = "synthetic://hud?fps=5&seconds=1"
 # name, url, fps, every_n, keyframes_only, apps, tag_keys, tag_values, state, probe, jpeg_quality, max_side,
-# realtime, stop_on_corrupt
-GOOD = ("cam", HUD, 2.0, 0, 0, [], ["site"], ["lot"], "enabled", '{"width": 320}', 0, 0, 0, 0)
+# realtime, stop_on_corrupt, until_s
+GOOD = ("cam", HUD, 2.0, 0, 0, [], ["site"], ["lot"], "enabled", '{"width": 320}', 0, 0, 0, 0, 0.0)
 
 
 def row(**changes):
     names = ("name", "url", "fps", "every_n", "keyframes_only", "apps", "tag_keys", "tag_values", "state", "probe",
-             "jpeg_quality", "max_side", "realtime", "stop_on_corrupt")
+             "jpeg_quality", "max_side", "realtime", "stop_on_corrupt", "until_s")
     return tuple(changes.get(n, v) for n, v in zip(names, GOOD))
 
 
@@ -62,7 +62,7 @@ def _insert(reg, **changes):
     values = dict(zip(STREAMS_TABLE.column_names, (None,) * len(STREAMS_TABLE.column_names)))
     values.update(name="old", url=HUD, fps=1.0, every_n=0, keyframes_only=0, apps=[], tag_keys=[], tag_values=[],
                   state="enabled", probe="{}", updated=dt.datetime(2024, 1, 1), version=1, jpeg_quality=0,
-                  max_side=0, realtime=0, stop_on_corrupt=0)
+                  max_side=0, realtime=0, stop_on_corrupt=0, until_s=0.0)
     values.update(changes)
     names = STREAMS_TABLE.column_names
     reg.store.insert(STREAMS_TABLE.name, names, [tuple(values[c] for c in names)])

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from vidnexus.training.specialize import FeatureCache, accuracy_terms, specialize
+from vidnexus.specialization.training import FeatureCache, accuracy_terms, specialize
 
 
 def clusters(per_class, classes=20, dim=16, seed=0):

@@ -42,7 +42,8 @@ from vidnexus.apps.spec import DemoSpec
 from vidnexus.clock import wall_time
 from vidnexus.config import load_settings
 from vidnexus.operators.chain import App, Inferred, Stream
-from vidnexus.streams.frame import Frame, image_of
+from vidnexus.contracts.frames import Frame
+from vidnexus.streams.images import image_of
 
 __all__ = ["app", "QUERIES", "DEMO", "score_pose"]
 
@@ -135,12 +136,16 @@ FROM dance_frames FINAL GROUP BY move ORDER BY score""",
 SKILLS = (0.95, 0.7, 0.4, 0.85, 0.55, 0.25)
 
 
-def _sources(n: int, seconds: float, fps: float) -> list[tuple[str, Any]]:
-    from vidnexus.apps.dance.render import DanceSource
+def _streams(n: int, seconds: float, fps: float, sample_fps: float) -> list[Any]:
+    from vidnexus.streams.spec import StreamSpec
 
     secs = min(seconds, len(CHOREOGRAPHY) * BEAT_S)
-    return [(f"dancer-{i + 1}-skill{int(100 * SKILLS[i % len(SKILLS)])}",
-             DanceSource(seed=i + 1, fps=fps, seconds=secs, skill=SKILLS[i % len(SKILLS)])) for i in range(n)]
+    out = []
+    for i in range(n):
+        skill = SKILLS[i % len(SKILLS)]
+        url = f"synthetic://dance?seed={i + 1}&fps={fps:g}&seconds={secs:g}&skill={skill:g}"
+        out.append(StreamSpec(f"dancer-{i + 1}-skill{int(100 * skill)}", url, fps=sample_fps))
+    return out
 
 
 def _prepare(settings: Any) -> dict[str, Any]:
@@ -159,4 +164,4 @@ def _summary(store: Any, executor: Any) -> list[str]:
             f"(mean keypoint error {e:.1f} px)" for s, a, b, e in r.rows]
 
 
-DEMO = DemoSpec(sources=_sources, queries=QUERIES, tables=("dance_frames",), prepare=_prepare, summary=_summary)
+DEMO = DemoSpec(streams=_streams, queries=QUERIES, tables=("dance_frames",), prepare=_prepare, summary=_summary)

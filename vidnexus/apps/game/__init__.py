@@ -31,11 +31,12 @@ from vidnexus.apps.game.models import COMPACT_MODEL, ICON_MODELS, TEMPLATE, glyp
 from vidnexus.apps.game.render import FIELDS, ICON_SIZE, N_GAMES, style
 from vidnexus.clock import wall_time
 from vidnexus.config import load_settings
-from vidnexus.gpu_executor.weg import WegParams
+from vidnexus.specialization.weg import WegParams
 from vidnexus.operators.chain import App, Stream
 from vidnexus.apps.hud.cells import DigitCell, HudCells, assemble
-from vidnexus.operators.specialized import KeySetup, Plan, Specializer, key_setup
-from vidnexus.streams.frame import Frame, image_of
+from vidnexus.specialization.specializer import KeySetup, Plan, Specializer, key_setup
+from vidnexus.contracts.frames import Frame
+from vidnexus.streams.images import image_of
 
 __all__ = ["app", "GameFrame", "parse", "QUERIES", "specializer"]
 
@@ -193,11 +194,12 @@ GROUP BY second ORDER BY second""",
 # -- demo ------------------------------------------------------------------------------------------
 
 
-def _sources(n: int, seconds: float, fps: float) -> list[tuple[str, Any]]:
-    from vidnexus.apps.game.render import GameSource, zipf_games
+def _streams(n: int, seconds: float, fps: float, sample_fps: float) -> list[Any]:
+    from vidnexus.apps.game.render import zipf_games
+    from vidnexus.streams.spec import StreamSpec
 
-    return [(f"streamer-{i + 1}", GameSource(g, seed=i + 1, fps=fps, seconds=seconds))
-            for i, g in enumerate(zipf_games(n, seed=1))]
+    return [StreamSpec(f"streamer-{i + 1}", f"synthetic://game?game={g}&seed={i + 1}&fps={fps:g}&seconds={seconds:g}",
+                       fps=sample_fps) for i, g in enumerate(zipf_games(n, seed=1))]
 
 
 def _prepare(settings: Any) -> dict[str, Any]:
@@ -241,5 +243,5 @@ def icon_cost_summary(store: Any, executor: Any) -> list[str]:
 
 from vidnexus.apps.spec import DemoSpec  # noqa: E402
 
-DEMO = DemoSpec(sources=_sources, queries=QUERIES, tables=("game_reads",), prepare=_prepare,
+DEMO = DemoSpec(streams=_streams, queries=QUERIES, tables=("game_reads",), prepare=_prepare,
                 summary=icon_cost_summary, slo_ms=300)

@@ -10,7 +10,7 @@
 - ``glyph_compact``: the compact template's body (``compact_a``: two strided convolutions and a
   48-unit layer), returning features; the specialized last layer that turns them into "one of the
   streamer's favourite items, or other" is trained in the worker in milliseconds (WEG, see
-  :mod:`vidnexus.operators.specialized`).
+  :mod:`vidnexus.specialization.specializer`).
 
 The glyph models come from :func:`vidnexus.training.glyphs.load_or_train` in quick mode (about two
 minutes of training on two cores the first time, then cached under ``<data_dir>/models``).

@@ -17,10 +17,12 @@ from typing import Any
 import numpy as np
 
 from vidnexus.apps.spec import DemoSpec
+from vidnexus.streams.spec import StreamSpec
 from vidnexus.clock import wall_time
 from vidnexus.operators.chain import App, Inferred, Stream
 from vidnexus.apps.hud.cells import DigitCell, HudCells, assemble
-from vidnexus.streams.frame import Frame, image_of
+from vidnexus.contracts.frames import Frame
+from vidnexus.streams.images import image_of
 
 __all__ = ["app", "HudFrame", "crop_cells", "to_row"]
 
@@ -108,10 +110,9 @@ GROUP BY second ORDER BY second""",
 }
 
 
-def _sources(n: int, seconds: float, fps: float) -> list[tuple[str, Any]]:
-    from vidnexus.streams.synthetic import SyntheticSource
-
-    return [(f"cam-{i + 1}", SyntheticSource(seed=i + 1, fps=fps, seconds=seconds)) for i in range(n)]
+def _streams(n: int, seconds: float, fps: float, sample_fps: float) -> list[StreamSpec]:
+    return [StreamSpec(f"cam-{i + 1}", f"synthetic://hud?seed={i + 1}&fps={fps:g}&seconds={seconds:g}", fps=sample_fps)
+            for i in range(n)]
 
 
 def _prepare(settings: Any) -> dict[str, Any]:
@@ -123,4 +124,4 @@ def _prepare(settings: Any) -> dict[str, Any]:
                             f"{rep.get('heldout_examples', '?')} cells"}
 
 
-DEMO = DemoSpec(sources=_sources, queries=QUERIES, tables=("hud_reads",), prepare=_prepare)
+DEMO = DemoSpec(streams=_streams, queries=QUERIES, tables=("hud_reads",), prepare=_prepare)

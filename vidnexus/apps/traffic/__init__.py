@@ -41,7 +41,8 @@ from vidnexus.config import load_settings
 from vidnexus.operators.chain import App, Inferred, Stream
 from vidnexus.operators.cv import MotionCounter
 from vidnexus.operators.tracking import Track, moving_tracks
-from vidnexus.streams.frame import Frame, image_of
+from vidnexus.contracts.frames import Frame
+from vidnexus.streams.images import image_of
 
 __all__ = ["app", "Sighting", "QUERIES", "DEMO"]
 
@@ -150,15 +151,16 @@ FROM traffic_objects FINAL WHERE truth_car >= 0 AND counts = 1 GROUP BY truth_co
 REAL_VIDEO = "car-detection.mp4"
 
 
-def _sources(n: int, seconds: float, fps: float) -> list[tuple[str, Any]]:
-    from vidnexus.apps.traffic.render import TrafficSource
+def _streams(n: int, seconds: float, fps: float, sample_fps: float) -> list[Any]:
+    """The synthetic cameras, and the real parking-lot video (its first ``seconds``) when it is there."""
+    from vidnexus.streams.spec import StreamSpec
 
-    out: list[tuple[str, Any]] = [(f"cam-{i + 1}{'-rush' if i % 2 else ''}",
-                                   TrafficSource(seed=i + 1, fps=fps, seconds=seconds, rush=bool(i % 2)))
-                                  for i in range(n)]
+    out = [StreamSpec(f"cam-{i + 1}{'-rush' if i % 2 else ''}",
+                      f"synthetic://traffic?seed={i + 1}&fps={fps:g}&seconds={seconds:g}&rush={i % 2}", fps=sample_fps)
+           for i in range(n)]
     real = _real_video()
     if real is not None:
-        out.append(("parking-lot", _FileSource(real, seconds, _hand_events(real))))
+        out.append(StreamSpec("parking-lot", str(real), fps=sample_fps, until_s=seconds))
     return out
 
 
@@ -187,31 +189,6 @@ def _hand_events(video: Any) -> list[tuple[float, float, str]]:
     return [] if p is None else [tuple(e) for e in json.loads(p.read_text()).get(video.name, {}).get("events", [])]
 
 
-class _FileSource:
-    """A video file played as a camera, its first ``seconds``; each frame's truth is how many of the
-    hand-counted vehicles had entered the view by then (``entered``, as the synthetic cameras')."""
-
-    def __init__(self, path: Any, seconds: float, events: list[tuple[float, float, str]]) -> None:
-        self.path, self.seconds, self.events = path, seconds, events
-
-    def frames(self) -> Iterable[Any]:
-        from dataclasses import replace
-
-        from vidnexus.streams.sources import AvSource
-
-        frames = AvSource(str(self.path)).frames()
-        try:
-            for raw in frames:
-                if raw.pts > self.seconds:
-                    return
-                truth = {"entered": sum(1 for start, _, _ in self.events if start <= raw.pts)} if self.events else {}
-                yield replace(raw, truth=truth)
-        finally:
-            # Close the decoder now, in this thread: left to the garbage collector at interpreter
-            # exit, FFmpeg's decode threads abort the process ("terminate called ...").
-            frames.close()
-
-
 def _prepare(settings: Any) -> dict[str, Any]:
     from vidnexus.apps.traffic.models import load_or_train
 
@@ -227,18 +204,20 @@ def _summary(store: Any, executor: Any) -> list[str]:
     """Counted vehicles per camera next to the truth: the generator's for synthetic cameras (cars
     that entered the view), the hand count for the real video (cars a person saw enter by then)."""
     lines = []
-    r = store.query("SELECT stream, uniqExactIf(track_id, counts = 1), max(truth_entered) FROM traffic_objects FINAL "
-                    "GROUP BY stream ORDER BY stream")
-    for stream, counted, entered in r.rows:
-        if entered < 0:
+    r = store.query("SELECT stream, uniqExactIf(track_id, counts = 1), max(truth_entered), max(pts) "
+                    "FROM traffic_objects FINAL GROUP BY stream ORDER BY stream")
+    real = _real_video()
+    for stream, counted, entered, last_pts in r.rows:
+        if stream == "parking-lot" and real is not None and _hand_events(real):
+            seen = sum(1 for start, _, _ in _hand_events(real) if start <= last_pts)
+            lines.append(f"{stream}: counted {counted} vehicles; a person counted {seen} entering in the part of "
+                         f"{REAL_VIDEO} played, up to {last_pts:.0f} s (tests/data/hand_counts.json)")
+        elif entered < 0:
             lines.append(f"{stream}: counted {counted} vehicles")
-        elif stream == "parking-lot":
-            lines.append(f"{stream}: counted {counted} vehicles; a person counted {entered} entering in the part of "
-                         f"{REAL_VIDEO} played (tests/data/hand_counts.json)")
         else:
             lines.append(f"{stream}: counted {counted} vehicles; the generator sent {entered} into view")
     return lines
 
 
-DEMO = DemoSpec(sources=_sources, queries=QUERIES, tables=("traffic_objects",), prepare=_prepare,
+DEMO = DemoSpec(streams=_streams, queries=QUERIES, tables=("traffic_objects",), prepare=_prepare,
                 summary=_summary)

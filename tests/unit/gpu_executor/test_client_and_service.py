@@ -1,0 +1,107 @@
+"""The bus client and the executor service, over the in-memory bus with a real executor, all on one
+FakeClock: time moves only when a batch runs or the test advances it, and nothing sleeps."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from vidnexus.config import Settings
+from vidnexus.connectors.memory_bus import MemoryBus
+from vidnexus.gpu_executor.backend import SessionSpec
+from vidnexus.gpu_executor.client import ExecutorClient
+from vidnexus.gpu_executor.executor import Executor
+from vidnexus.contracts.profile import Profile
+from vidnexus.contracts.topics import Topics
+from vidnexus.gpu_executor.service import ExecutorService
+from vidnexus.testing import FakeClock, FakeRunner
+
+
+def request_topic(settings, session):
+    return Topics(settings.topic_prefix).requests(session)
+
+
+def test_client_and_service_over_the_memory_bus():
+    settings = Settings(bus="memory", topic_prefix="t")
+    clock = FakeClock()
+    bus = MemoryBus(clock=clock)
+    prof = Profile.linear(0.0001, 0.0005, 32)
+    ex = Executor([SessionSpec("sum", "m", 5.0)], {"m": FakeRunner(prof, clock, fn=lambda x: float(x.sum()))},
+                  {"m": prof}, clock=clock).start()
+    svc = ExecutorService(ex, bus, settings, clock=clock)
+    t = threading.Thread(target=svc.run, daemon=True)
+    t.start()
+    client = ExecutorClient(bus, settings, "c", clock=clock)
+    futs = [client.submit("sum", np.full((2,), i, np.float32), slo_s=5.0) for i in range(20)]
+    bus.publish(request_topic(settings, "sum"), b"x", b"garbage")
+    replies = [f.result(timeout=10) for f in futs]
+    assert [r.output for r in replies] == [2.0 * i for i in range(20)]
+    # The caller's view, submit to reply: at least the fake time of the batch that answered it.
+    assert all(r.ok and r.latency_s >= prof.latency(1) for r in replies)
+    late = client.submit("sum", np.zeros(2, np.float32), deadline_wall=0.0).result(timeout=10)
+    assert not late.ok and late.reason == "deadline"
+    svc.stop()                          # wakes the service's waiting poll: no clock advance needed
+    t.join(timeout=10)
+    assert not t.is_alive()
+    client.close()
+    ex.stop()
+    assert svc.dead == 1
+    dlq = bus.subscribe([Topics("t").dead_letter("requests")], group=None)
+    assert dlq.poll(timeout_s=0.0)[0].value == b"garbage"
+
+
+def test_service_keeps_reading_while_a_request_is_unanswered_and_commits_only_answered_offsets():
+    """Polling never waits for replies; the committed offset stops at the first unanswered request."""
+    settings = Settings(bus="memory", topic_prefix="c")
+    clock = FakeClock()
+    bus = MemoryBus(clock=clock)
+    release = threading.Event()
+
+    def runner(xs):
+        if any(x[0] < 0 for x in xs):
+            release.wait(10)
+        return [float(x.sum()) for x in xs]
+
+    ex = Executor([SessionSpec("s", "m", 30.0)], {"m": runner}, {"m": Profile.linear(0.0001, 0.0005, 1)},
+                  clock=clock).start()
+    svc = ExecutorService(ex, bus, settings, partitions=1, clock=clock)
+    client = ExecutorClient(bus, settings, "c", clock=clock)
+    topic = request_topic(settings, "s")
+    futs = [client.submit("s", np.full((2,), -1.0 if i == 0 else i, np.float32), slo_s=30.0) for i in range(6)]
+    assert svc.step(timeout_s=0.0, commit_every_s=0.05) == 6   # all read, though none is answered
+    committed = bus._groups["c-executor"].committed
+    for _ in range(3):                                         # several commit cycles
+        clock.advance(0.1)
+        assert svc.step(timeout_s=0.0, commit_every_s=0.05) == 0
+        assert svc.committable()[(topic, 0)] == 0
+        assert committed == {(topic, 0): 0}
+    release.set()
+    assert [f.result(timeout=10).output for f in futs] == [-2.0] + [2.0 * i for i in range(1, 6)]
+    assert svc.wait_answered(timeout_s=10.0)
+    clock.advance(0.1)
+    svc.step(timeout_s=0.0, commit_every_s=0.05)
+    assert committed == {(topic, 0): 6}
+    svc.stop()
+    svc.close()
+    client.close()
+    ex.stop()
+
+
+def test_requests_nobody_answers_expire_on_the_clients_clock():
+    """A request with ``expires_wall`` and no executor behind its session ends as a ``timeout`` drop
+    once the clock passes that time, and not before."""
+    clock = FakeClock()
+    client = ExecutorClient(MemoryBus(clock=clock), Settings(topic_prefix="x"), "c", clock=clock)
+    try:
+        fut = client.submit("nobody-50ms", np.zeros(2, np.float32), deadline_wall=clock.wall() + 0.05,
+                            expires_wall=clock.wall() + 0.1)
+        clock.until_waiting(1)                                 # the listener waits on the clock
+        clock.advance(0.09)
+        clock.until_waiting(1)
+        assert not fut.done() and client.outstanding == 1
+        clock.advance(0.02)
+        r = fut.result(timeout=10)
+        assert (r.ok, r.reason) == (False, "timeout") and r.latency_s == pytest.approx(0.11)
+        assert client.outstanding == 0
+    finally:
+        client.close()

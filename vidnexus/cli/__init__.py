@@ -1,0 +1,347 @@
+"""The ``vidnexus`` command. Settings come from ``VNX_*`` environment variables (see
+``vidnexus config``); options given on the command line take precedence."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from vidnexus.cli import roles
+from vidnexus.cli.common import console, err_console, finite, print_result, settings
+from vidnexus.cli.streams import streams_app
+from vidnexus.config import Settings
+from vidnexus.errors import VidnexusError
+
+app = typer.Typer(
+    name="vidnexus",
+    help="Video analytics over Kafka with SLO-driven DNN batching and SQL over results.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+services_app = typer.Typer(help="Local Kafka broker and ClickHouse server for development and CI.",
+                           no_args_is_help=True)
+models_app = typer.Typer(help="The model repository: list, show, profile.", no_args_is_help=True)
+app.add_typer(services_app, name="services")
+app.add_typer(models_app, name="models")
+app.add_typer(streams_app, name="streams")
+roles.register(app)
+
+
+@app.callback()
+def _global_options(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks instead of one-line errors "
+                               "(anywhere on the command line) [env: VNX_DEBUG=1]."),
+) -> None:
+    """Video analytics over Kafka with SLO-driven DNN batching and SQL over results."""
+
+
+# -- services ----------------------------------------------------------------------------------
+@services_app.command("up")
+def services_up(
+    only: Optional[str] = typer.Option(None, help="Start just one service: kafka or clickhouse."),
+) -> None:
+    """Install (cached) and start the services; wait until each answers. Idempotent."""
+    from vidnexus.services import all_services
+
+    services = all_services(settings())
+    if only is not None and only not in {svc.name for svc in services}:
+        raise VidnexusError(f"--only {only!r}: use one of {', '.join(svc.name for svc in services)}")
+    for svc in services:
+        if only and svc.name != only:
+            continue
+        st = svc.start(progress=lambda m: err_console.print(f"[dim]services:[/] {m}"))
+        console.print(f"{st.name}: running on {st.address} (pid {st.pid})")
+
+
+@services_app.command("down")
+def services_down() -> None:
+    """Stop the services started by `services up`."""
+    from vidnexus.services import all_services
+
+    for svc in reversed(all_services(settings())):
+        console.print(f"{svc.name}: {'stopped' if svc.stop() else 'was not running'}")
+
+
+@services_app.command("status")
+def services_status() -> None:
+    """Show whether each service is running; exit code 1 if any is not."""
+    from vidnexus.services import all_services
+
+    ok = True
+    for svc in all_services(settings()):
+        st = svc.status()
+        ok &= st.running
+        state = "running" if st.running else st.detail
+        console.print(f"{st.name}: {state} on {st.address}" + (f" (pid {st.pid})" if st.pid else ""))
+    raise typer.Exit(0 if ok else 1)
+
+
+
+
+# -- sql ---------------------------------------------------------------------------------------
+@app.command()
+def sql(
+    query: str = typer.Argument(..., help="One statement. Read-only by default: SELECT/WITH, SHOW TABLES, "
+                                           "SHOW CREATE TABLE, DESCRIBE, EXISTS, EXPLAIN."),
+    fmt: str = typer.Option("table", "--format", help="table, csv or json"),
+    store: Optional[str] = typer.Option(None, help="chdb or clickhouse [env: VNX_STORE]"),
+    write: bool = typer.Option(False, "--write", help="Allow writes, DDL, SET, SYSTEM and KILL (the owner's "
+                               "switch; on a server, as VNX_CLICKHOUSE_URL's user)."),
+    max_rows: int = typer.Option(1000, min=0, help="Print at most this many rows (0: all)."),
+    timeout: float = typer.Option(30.0, callback=finite, min=1.0, max=86400.0, help="Seconds the query may run."),
+) -> None:
+    """Run one SQL statement against the configured store (embedded chdb by default, or the
+    ClickHouse server). Read-only unless --write: the statement is checked on ClickHouse's own
+    parse tree (docs/operators.md#sql) and runs with readonly=1 and limits."""
+    from vidnexus.connectors.factory import open_store
+    from vidnexus.sql_guard import SqlGuard, SqlLimits
+
+    if fmt not in ("table", "csv", "json"):
+        raise VidnexusError(f"--format {fmt!r}: use table, csv or json")
+    s = open_store(settings(store=store), reader=not write)
+    guard = None
+    try:
+        guard = SqlGuard(s)
+        res, cut = guard.run(guard.check(query, write=write), SqlLimits(max_rows=max_rows, timeout_s=timeout))
+        if res.columns:
+            print_result(res, fmt)
+        if cut:
+            err_console.print(f"(first {max_rows} rows; --max-rows 0 prints all)")
+    finally:
+        if guard is not None:
+            guard.close()
+        s.close()
+
+
+# -- models ------------------------------------------------------------------------------------
+def _repo() -> Any:
+    """The model repository: the zoo, the built-in apps' models and the registered ones."""
+    from vidnexus.apps import model_catalog
+    from vidnexus.gpu_executor.repository import ModelRepository
+
+    return ModelRepository(settings().data_dir / "models", extra=model_catalog())
+
+
+@models_app.command("list")
+def models_list() -> None:
+    """Zoo architectures (random weights: compute profiles only), the apps' models (trained by the
+    project on first use) and registered models."""
+    t = Table("name", "version", "task", "input", "source", "description")
+    for m in _repo().list():
+        t.add_row(m.name, str(m.version), m.task, "×".join(map(str, m.input_shape)), m.source,
+                  m.description)
+    console.print(t)
+
+
+@models_app.command("show")
+def models_show(name: str = typer.Argument(..., help="Model name."),
+                version: Optional[int] = typer.Option(None, help="Version (default: latest).")) -> None:
+    """Show one model and its stored profiles."""
+    from dataclasses import asdict
+
+    from vidnexus.contracts.profile import Profile
+
+    spec = _repo().get(name, version)
+    for k, v in asdict(spec).items():
+        console.print(f"{k:>13}: {v}")
+    for path in sorted((settings().data_dir / "profiles").glob(f"{name}@*.json")):
+        prof = Profile.from_dict(json.loads(path.read_text()))
+        a, b = prof.fit()
+        console.print(f"      profile: {path.stem.split('@')[1]}: batches {prof.sizes[0]}…{prof.max_batch}, "
+                      f"ℓ(b) ≈ {a * 1000:.3f}·b + {b * 1000:.3f} ms")
+
+
+@models_app.command("register")
+def models_register(
+    name: str = typer.Argument(..., help="Name to register the model under."),
+    source: str = typer.Option(..., "--from", help="zoo:ARCH, factory:pkg.module:function or torchscript:PATH"),
+    input_shape: str = typer.Option(..., "--input", help="Input shape without batch, e.g. 3x224x224"),
+    task: str = typer.Option("classify", help="classify, detect, pose or embed"),
+    version: int = typer.Option(1, min=1, help="Version number."),
+    weights: Optional[Path] = typer.Option(None, help="Local state_dict file with real weights."),
+    prefix: Optional[str] = typer.Option(None, help="Declare a shared-prefix group (prefix batching)."),
+    description: str = typer.Option("", help="Free text."),
+    overwrite: bool = typer.Option(False, help="Replace an existing name+version."),
+) -> None:
+    """Register a model: it is loaded once and run on one input to check the shape."""
+    from vidnexus.gpu_executor.repository import ModelSpec
+
+    try:
+        shape = tuple(int(d) for d in input_shape.lower().split("x"))
+    except ValueError:
+        raise VidnexusError(f"--input {input_shape!r}: expected dimensions like 3x224x224") from None
+    if weights is not None and not weights.exists():
+        raise VidnexusError(f"--weights {weights}: no such file")
+    spec = ModelSpec(name, source, shape, task, version, str(weights) if weights else None, prefix,
+                     description=description)
+    spec = _repo().register(spec, overwrite=overwrite)
+    console.print(f"registered {spec.name} v{spec.version} ({spec.memory_bytes / 2**20:.1f} MiB of parameters)")
+
+
+@models_app.command("profile")
+def models_profile(
+    name: str = typer.Argument(..., help="A model from `vidnexus models list`."),
+    device: str = typer.Option("cpu", help="cpu or cuda:N"),
+    max_batch: int = typer.Option(16, min=1, max=256, help="Largest batch size to measure."),
+    repeats: int = typer.Option(5, min=1, help="Timed runs per batch size."),
+    threads: int = typer.Option(0, min=0, help="torch threads (0 = torch default)."),
+) -> None:
+    """Measure ℓ(b) for b = 1…max_batch, fit ℓ(b) = αb + β, store the profile, print a table."""
+    from vidnexus.gpu_executor.profiler import profile_model, save_profile
+
+    prof, table = profile_model(_repo(), name, device=device, max_batch=max_batch, repeats=repeats,
+                                threads=threads or None, progress=lambda b: err_console.print(f"[dim]b={b}[/]"))
+    path = save_profile(settings().data_dir / "profiles", name, device, prof)
+    t = Table("batch", "mean ms", "std ms", "req/s", title=f"{name} on {device}")
+    for b, mean, std in table:
+        t.add_row(str(b), f"{mean * 1000:.2f}", f"{std * 1000:.2f}", f"{b / mean:.1f}")
+    console.print(t)
+    a, bta = prof.fit()
+    console.print(f"fit: ℓ(b) = {a * 1000:.3f}·b + {bta * 1000:.3f} ms   saved to {path}")
+
+
+# -- bench -------------------------------------------------------------------------------------
+@app.command()
+def bench(
+    name: str = typer.Argument(..., help="Benchmark: drop-policies, prefix, multiplex, scheduler, latency-split, ingest, runtimes, weg or peers (needs scripts/peers-venv.sh)"),
+    quick: bool = typer.Option(False, help="A reduced run (a few minutes) that checks the benchmark works."),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON result here."),
+) -> None:
+    """Run a benchmark: prints a table and writes JSON {name, machine, config, results, summary}."""
+    from vidnexus.benchmarks import run_benchmark
+
+    doc = run_benchmark(name, quick=quick, console=console)
+    if json_path:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(doc, indent=2, default=str))
+        console.print(f"wrote {json_path}")
+
+
+@app.command("sql-server")
+def sql_server(
+    host: str = typer.Option("127.0.0.1", help="Address to bind."),
+    port: int = typer.Option(8124, min=0, max=65535, help="Port (0: any free port, printed at start)."),
+    token: Optional[str] = typer.Option(None, help="Bearer token clients must send (≥ 16 characters) "
+                                                   "[env: VNX_SQL_TOKEN]; when absent one is generated into "
+                                                   "<data dir>/sql-token (mode 600)."),
+    max_rows: int = typer.Option(10_000, min=1, help="Rows returned at most per query."),
+    timeout: float = typer.Option(10.0, callback=finite, min=1.0, max=3600.0, help="Seconds a query may run."),
+) -> None:
+    """Serve the store read-only over HTTP: POST /sql with the query as the body.
+
+    One statement, decided on ClickHouse's parse tree: SELECT/WITH, SHOW TABLES, SHOW CREATE
+    TABLE, DESCRIBE, EXISTS, EXPLAIN over the project's tables, allow-listed functions only; the
+    rest is refused (403). A wrong token is 401, repeated wrong tokens 429 (docs/operators.md#sql)."""
+    from vidnexus.connectors.factory import open_store
+    from vidnexus.sql_endpoint import EndpointLimits, SqlEndpoint
+
+    cfg = settings()
+    token = token or cfg.sql_token
+    if token is None:
+        import os
+        import secrets
+
+        token = secrets.token_urlsafe(24)
+        path = cfg.data_dir / "sql-token"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
+        err_console.print(f"sql-server: no token given (--token or VNX_SQL_TOKEN); generated one into {path}")
+    elif len(token) < 16:
+        raise VidnexusError("the SQL endpoint token must be at least 16 characters")
+    store = open_store(cfg, reader=True)
+    try:
+        ep = SqlEndpoint(store, token, host, port, EndpointLimits(max_rows=max_rows, timeout_s=timeout))
+        err_console.print(f"sql-server: http://{ep.address[0]}:{ep.address[1]}/sql (read-only)")
+        ep.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        store.close()
+
+
+@app.command()
+def config() -> None:
+    """Show the effective settings and the environment variable for each."""
+    s = settings()
+    t = Table("setting", "env", "value", "meaning")
+    for name, f in Settings.model_fields.items():
+        value = getattr(s, name)
+        shown = "(set, hidden)" if name == "sql_token" and value else str(value)
+        t.add_row(name, f"VNX_{name.upper()}", shown, (f.description or "").strip())
+    console.print(t)
+
+
+@app.command()
+def version() -> None:
+    """Print the vidnexus version."""
+    from importlib.metadata import version as v
+
+    console.print(v("vidnexus"))
+
+
+def _error(message: str) -> None:
+    """One line on stderr, never wrapped, no markup read from the message."""
+    from rich.text import Text
+
+    line = " ".join(str(message).split())
+    err_console.print(Text("error: ", style="red") + Text(line), soft_wrap=True, highlight=False)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``) and return its exit code.
+
+    Every usage or validation error is one line on stderr and exit code 2; an unexpected failure is
+    one line and exit code 1; tracebacks only with ``--debug`` (anywhere on the line) or
+    ``VNX_DEBUG=1``.
+    """
+    import os
+
+    from typer._click import exceptions as typer_click
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or os.environ.get("VNX_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+    args = [a for a in args if a != "--debug"]
+    try:
+        rc = app(args=args, prog_name="vidnexus", standalone_mode=False)  # the code of a command's typer.Exit
+        return rc if isinstance(rc, int) else 0
+    except typer_click.NoArgsIsHelpError as e:  # `vidnexus streams` alone: its help
+        e.show()
+        return 0
+    except typer_click.ClickException as e:  # usage errors: missing argument, bad value, unknown option
+        if debug:
+            raise
+        hint = f" (see '{e.ctx.command_path} --help')" if isinstance(e, typer_click.UsageError) and e.ctx else ""
+        _error(e.format_message() + hint)
+        return 2
+    except VidnexusError as e:
+        if debug:
+            raise
+        _error(str(e))
+        return 2
+    except typer.Exit as e:
+        return e.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        return 130
+    except Exception as e:
+        if debug:
+            raise
+        _error(f"unexpected {type(e).__name__}: {e} (run with --debug for the traceback)")
+        return 1
+
+
+def main() -> None:
+    """Entry point: one-line errors for user mistakes, non-zero exit codes."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # Client libraries log connection failures with tracebacks; we report them in one line instead.
+    for noisy in ("clickhouse_driver", "kafka"):
+        logging.getLogger(noisy).setLevel(logging.CRITICAL)
+    sys.exit(run())

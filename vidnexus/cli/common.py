@@ -1,0 +1,65 @@
+"""What every ``vidnexus`` command shares: the consoles, settings, option checks, result printing."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from vidnexus.config import Settings, load_settings
+from vidnexus.errors import ConfigError
+
+__all__ = ["console", "err_console", "finite", "settings", "print_result", "require_kafka"]
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def finite(value: float | None) -> float | None:
+    """Option callback: reject ``inf`` and ``nan`` (typer's float accepts them)."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
+
+
+def settings(**overrides: Any) -> Settings:
+    """The settings: ``VNX_*`` variables, with the command line's options first."""
+    return load_settings(**overrides)
+
+
+def require_kafka(s: Settings, role: str) -> None:
+    """A distributed role runs on Kafka; on the in-memory bus it would talk to nobody.
+
+    Raises:
+        ConfigError: one line saying what to do instead.
+    """
+    if s.bus != "kafka":
+        raise ConfigError(f"vidnexus {role} is a distributed role and runs on Kafka: set VNX_BUS=kafka "
+                          "(on the in-memory bus it would talk to no other process; `vidnexus run APP` runs "
+                          "every role in one process)")
+
+
+def print_result(res: Any, fmt: str = "table", title: str | None = None) -> None:
+    """Print a QueryResult as a rich table, CSV or JSON lines."""
+    if fmt == "json":
+        for row in res.dicts():
+            print(json.dumps(row, default=str))
+        return
+    if fmt == "csv":
+        import csv
+
+        w = csv.writer(sys.stdout)
+        w.writerow(res.columns)
+        w.writerows(res.rows)
+        return
+    t = Table(title=title, show_lines=False)
+    for c in res.columns:
+        t.add_column(c)
+    for r in res.rows:
+        t.add_row(*[("" if v is None else str(v)) for v in r])
+    console.print(t)

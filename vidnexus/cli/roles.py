@@ -1,0 +1,464 @@
+"""The commands that run roles: ``ingest``, ``worker``, ``executor``, ``scheduler``, ``sink`` (one
+role per process, over Kafka), and ``run`` / ``demo`` (every role in one process, embedded)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from vidnexus.cli.common import console, err_console, finite, print_result, require_kafka, settings
+from vidnexus.errors import VidnexusError
+
+__all__ = ["register"]
+
+
+def _stop_on_signals(stop: Any) -> None:
+    """SIGTERM and SIGINT end the role gracefully (``stop``: an Event or a callable)."""
+    handler = (lambda *a: stop.set()) if hasattr(stop, "set") else (lambda *a: stop())
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def _shard(shard: str) -> tuple[int, int]:
+    try:
+        i, n = (int(v) for v in shard.split("/"))
+    except ValueError:
+        raise VidnexusError(f"--shard {shard!r}: expected i/n with 0 <= i < n, e.g. 0/2") from None
+    if not 0 <= i < n:
+        raise VidnexusError(f"--shard {shard!r}: expected i/n with 0 <= i < n, e.g. 0/2 and 1/2")
+    return i, n
+
+
+# -- ingest ------------------------------------------------------------------------------------
+def ingest(
+    shard: str = typer.Option("0/1", help="This process's shard of the streams, i/n."),
+    once: bool = typer.Option(False, help="Exit when every stream has ended (files), instead of following changes."),
+    poll: float = typer.Option(2.0, callback=finite, min=0.1, help="Seconds between registry checks."),
+) -> None:
+    """Ingest every enabled stream (of this shard) onto the frames topic, with live progress."""
+    from vidnexus.connectors.factory import open_bus, open_store
+    from vidnexus.roles.ingest import IngestRole
+
+    i, n = _shard(shard)
+    cfg = settings()
+    require_kafka(cfg, "ingest")
+    store = open_store(cfg)
+    try:
+        bus = open_bus(cfg)
+        try:
+            role = IngestRole(cfg, bus=bus, store=store, shard=i, shards=n, poll_s=poll)
+            _follow_ingest(role, once)
+        finally:
+            bus.close()
+    finally:
+        store.close()
+    if once and any(s.state == "failed" for s in role.statuses()):
+        raise typer.Exit(1)
+
+
+def _follow_ingest(role: Any, once: bool) -> None:
+    """Run ingest with a live table of every stream on stderr."""
+    from rich.live import Live
+
+    clock = role.clock  # the stream workers' clock: status times are on it
+
+    def table(statuses: list[Any]) -> Table:
+        t = Table("stream", "state", "decoded", "dec fps", "sampled", "smp fps", "published", "since last",
+                  "stale", "corrupt", "errors", "reconnects", "reason")
+        now = clock.now()
+        for s in sorted(statuses, key=lambda s: s.name):
+            up = max(1e-3, now - s.started) if s.started else 0.0
+            since = f"{now - s.last_publish:.1f}s" if s.last_publish is not None and s.state == "running" else ""
+            t.add_row(s.name, s.state, str(s.decoded), f"{s.decoded / up:.1f}" if up else "", str(s.sampled),
+                      f"{s.sampled / up:.1f}" if up else "", str(s.published), since, str(s.stale),
+                      str(s.corrupt), str(s.errors), str(s.reconnects), s.reason[:60])
+        return t
+
+    _stop_on_signals(role.stop)
+    with Live(table([]), console=err_console, refresh_per_second=2) as live:
+        role.run(once=once, on_tick=lambda st: live.update(table(st)))
+        live.update(table(role.statuses()))
+
+
+# -- executor ----------------------------------------------------------------------------------
+def executor(
+    session: list[str] = typer.Option(..., "--session", "-s",
+                                      help="MODEL:SLO_MS to serve, repeatable (e.g. -s resnet18:100)."),
+    device: str = typer.Option("cpu", help="cpu or cuda:N"),
+    policy: str = typer.Option("early_drop", help="Batching policy: early_drop, lazy_drop or fifo."),
+    weights: list[str] = typer.Option([], help="MODEL=PATH of a local state_dict with real weights."),
+    threads: int = typer.Option(0, min=0, help="torch intra-op threads (0 = torch default)."),
+    executor_id: Optional[str] = typer.Option(None, "--id", help="Executor id in stats and plans (default host-pid)."),
+    stats_every: float = typer.Option(5.0, callback=finite, min=0.2, help="Seconds between stats reports."),
+) -> None:
+    """Serve model sessions over Kafka until SIGTERM (distributed mode).
+
+    Requests arrive on <prefix>.req.<MODEL>-<SLO>ms; replies go to each request's reply-to topic;
+    stats go to <prefix>.stats every 5 s; Prometheus on VNX_METRICS_PORT when set. The executor
+    follows the scheduler's plans (batch sizes, sessions to serve, retirements)."""
+    from vidnexus.connectors.factory import open_bus
+    from vidnexus.contracts.sessions import SessionKey
+    from vidnexus.gpu_executor.metrics import ExecutorMetrics
+    from vidnexus.gpu_executor.policies import POLICIES
+    from vidnexus.roles.executor import ExecutorRole, repository_loader
+
+    if policy not in POLICIES:
+        raise VidnexusError(f"--policy {policy!r}: choose one of {', '.join(sorted(POLICIES))}")
+    wmap = {}
+    for w in weights:
+        m, sep, path = w.partition("=")
+        if not sep:
+            raise VidnexusError(f"--weights {w!r}: expected MODEL=PATH")
+        wmap[m] = Path(path)
+    sessions = [SessionKey.from_arg(s) for s in session]
+    cfg = settings()
+    require_kafka(cfg, "executor")
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    registry = None
+    if cfg.metrics_port:
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        registry = CollectorRegistry()
+        start_http_server(cfg.metrics_port, addr=cfg.metrics_host, registry=registry)
+    bus = open_bus(cfg)
+    role = ExecutorRole(cfg, sessions, bus=bus, device=device, policy=policy,  # type: ignore[arg-type]
+                        load=repository_loader(cfg, device, wmap), executor_id=executor_id, stats_every_s=stats_every,
+                        metrics=ExecutorMetrics(registry))
+    stop = threading.Event()
+    _stop_on_signals(stop)
+    try:
+        role.start()
+        for gid in sorted(set(role.groups.values())):
+            members = sorted(m for m, g in role.groups.items() if g == gid)
+            err_console.print(f"executor: prefix batching: {', '.join(members)} share one trunk")
+        err_console.print(f"executor: serving {', '.join(map(str, sessions))} (id {role.id})")
+        role.run(stop)
+    finally:
+        bus.close()
+
+
+# -- scheduler ---------------------------------------------------------------------------------
+def scheduler(
+    epoch: float = typer.Option(30.0, callback=finite, min=0.5, help="Seconds between epochs."),
+    min_epoch: float = typer.Option(10.0, callback=finite, min=0.1, help="Never re-plan more often than this."),
+    change: float = typer.Option(0.5, callback=finite, min=0.0, help="Relative rate change that triggers an early epoch."),
+    retire_idle: float = typer.Option(120.0, callback=finite, min=0.0, help="Seconds without a request after which a "
+                                      "session a plan created is no longer assigned; executors then retire it (3 "
+                                      "epochs later) and unload models no session uses."),
+) -> None:
+    """The control plane: every epoch, plan sessions onto live executors (squishy bin packing,
+    incremental) from their stats, split each app's SLO over its DNN stages from the fan-out its
+    workers measure, and publish the plan to <prefix>.control (distributed mode)."""
+    from vidnexus.connectors.factory import open_bus
+    from vidnexus.control.scheduler import SchedulerConfig
+    from vidnexus.roles.scheduler import SchedulerRole
+
+    if min_epoch > epoch:
+        raise VidnexusError(f"--min-epoch {min_epoch:g} is longer than --epoch {epoch:g}")
+    cfg = settings()
+    require_kafka(cfg, "scheduler")
+    bus = open_bus(cfg)
+
+    def show(plan: Any) -> None:
+        err_console.print(f"scheduler: epoch {plan.epoch}: {plan.devices} executor(s), moved {plan.moved}, "
+                          f"assignments {plan.assignments}, infeasible {list(plan.infeasible) or 'none'}",
+                          markup=False)
+        for a, sp in plan.splits.items():
+            err_console.print(f"scheduler: app {a}: " + (f"split {sp.budgets_ms} ms (even {sp.even_ms}), "
+                                                       f"γ {sp.gamma}, gain {sp.gain}" if sp.ok else sp.reason),
+                              markup=False)
+
+    role = SchedulerRole(cfg, bus=bus, config=SchedulerConfig(epoch_s=epoch, min_epoch_s=min_epoch, change=change,
+                                                              retire_idle_s=retire_idle), on_plan=show)
+    stop = threading.Event()
+    _stop_on_signals(stop)
+    err_console.print(f"scheduler: running (generation {role.state.generation})")
+    try:
+        role.run(stop)
+    finally:
+        bus.close()
+
+
+# -- worker ------------------------------------------------------------------------------------
+def _stage_split(app: Any, split: list[str]) -> dict[str, float] | None:
+    stage = {}
+    for item in split:
+        m, sep, ms = item.partition("=")
+        try:
+            stage[m] = float(ms)
+        except ValueError:
+            sep = ""
+        if not sep or m not in app.models or not 0 < stage.get(m, 0) < float("inf"):
+            raise VidnexusError(f"--split {item!r}: expected MODEL=MS with a model of app {app.name} "
+                                f"({', '.join(app.models)}) and MS > 0")
+    return stage or None
+
+
+def worker(
+    app_ref: str = typer.Argument(..., metavar="APP",
+                                  help="A built-in app name (hud) or package.module:attribute of an App."),
+    concurrency: int = typer.Option(32, min=1, help="Frames in flight (one stream's frames stay in order "
+                                                      "when the chain has a window)."),
+    partitions: int = typer.Option(8, min=1, help="Partitions of the frames and rows topics if they are created."),
+    split: list[str] = typer.Option([], help="MODEL=MS: pin a stage SLO (default: the app's SLO split evenly "
+                                                "over its DNN depth, then the scheduler's latency split)."),
+    runtime: str = typer.Option("bus", help="bus (the worker role on the configured Kafka driver) or faust "
+                                "(faust-streaming consumes the frames)."),
+    log_level: str = typer.Option("warning", help="faust log level (--runtime faust)."),
+    stall_restart: float = typer.Option(30.0, callback=finite, min=0.0, help="--runtime faust: restart the worker "
+                                        "process (same pid) when frames wait on its partitions and none reached "
+                                        "it for this many seconds with none in flight; 0 disables."),
+) -> None:
+    """Run an app's operator chain over Kafka (distributed mode): the same worker role embedded
+    mode runs.
+
+    Consumes <prefix>.frames in consumer group <prefix>-app-<APP> (start more workers to share
+    the partitions), calls the executors over Kafka, publishes rows to <prefix>.rows for
+    `vidnexus sink`, and reports the app's DNN graph and fan-out to <prefix>.apps."""
+    from vidnexus.apps import load_app
+
+    if runtime not in ("bus", "faust"):
+        raise VidnexusError(f"--runtime {runtime!r}: use bus or faust")
+    cfg = settings()
+    require_kafka(cfg, "worker")
+    the_app = load_app(app_ref)
+    stage = _stage_split(the_app, split)
+    err_console.print(f"worker: app {the_app.name}, chain of {len(the_app.steps())} steps, "
+                      f"models {', '.join(the_app.models) or 'none'} ({runtime} runtime)")
+    if runtime == "faust":
+        from vidnexus.roles.worker_faust import run_faust_worker
+
+        def restart(reason: str) -> None:
+            import os
+
+            err_console.print(f"worker: stalled ({reason}); restarting")
+            sys.stderr.flush()
+            os.execv(sys.executable, [sys.executable, "-m", "vidnexus", *sys.argv[1:]])
+
+        run_faust_worker(the_app, cfg, concurrency=concurrency, partitions=partitions, split=stage,
+                         loglevel=log_level, on_ready=lambda: err_console.print(f"worker: app {the_app.name} started"),
+                         stall_s=stall_restart, on_stall=restart)
+        return
+    from vidnexus.connectors.factory import open_bus
+    from vidnexus.roles.worker import WorkerRole
+
+    bus = open_bus(cfg)
+    role = WorkerRole(cfg, the_app, bus=bus, split=stage, concurrency=concurrency, partitions=partitions)
+    stop = threading.Event()
+    _stop_on_signals(stop)
+    err_console.print(f"worker: app {the_app.name} started")
+    try:
+        st = role.run(stop)
+        err_console.print(f"worker: stopped after {st.frames} frames ({st.status}), {st.dead} dead-lettered")
+    finally:
+        bus.close()
+
+
+# -- sink --------------------------------------------------------------------------------------
+def sink(
+    max_rows: int = typer.Option(5000, min=1, help="Insert when this many rows are buffered."),
+    max_delay: float = typer.Option(1.0, callback=finite, min=0.01, help="Insert rows buffered for this many seconds."),
+    group: Optional[str] = typer.Option(None, help="Consumer group (default <prefix>-sink)."),
+) -> None:
+    """Write the rows workers publish on <prefix>.rows into the store (distributed mode).
+
+    Batched by size and time; offsets are committed after each insert, so a crash replays rows,
+    and app tables (ReplacingMergeTree on each row's identity) count them once."""
+    from vidnexus.connectors.factory import open_bus, open_store
+    from vidnexus.roles.sink import SinkRole
+
+    cfg = settings()
+    require_kafka(cfg, "sink")
+    store = open_store(cfg)
+    try:
+        bus = open_bus(cfg)
+        try:
+            role = SinkRole(cfg, bus=bus, store=store, group=group, max_rows=max_rows, max_delay_s=max_delay)
+            stop = threading.Event()
+            _stop_on_signals(stop)
+            err_console.print(f"sink: {role.topic} → {cfg.store}")
+            st = role.run(stop)
+            err_console.print(f"sink: stopped after {st.rows} rows in {st.inserts} inserts ({st.dead} dead-lettered)")
+        finally:
+            bus.close()
+    finally:
+        store.close()
+
+
+# -- embedded: run and demo --------------------------------------------------------------------
+def _embedded(app: Any, streams: Any, *, fresh: bool, realtime_note: str, timeout: float | None,
+              sql_port: int | None, threads: int) -> Any:
+    """Run ``app`` embedded with a progress bar; returns (result, the Embedded run)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from vidnexus.roles.embedded import Embedded
+
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    cfg = settings(bus="memory")
+    sql = None
+    if sql_port is not None:
+        import secrets
+
+        token = cfg.sql_token or secrets.token_urlsafe(24)
+        sql = ("127.0.0.1", sql_port, token)
+    run = Embedded(cfg, app, streams=streams, fresh=fresh, sql=sql)
+    if sql is not None and run.endpoint is not None:
+        path = cfg.data_dir / "sql-token"
+        if cfg.sql_token is None:
+            import os
+
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(sql[2] + "\n")
+        where = "VNX_SQL_TOKEN" if cfg.sql_token else str(path)
+        err_console.print(f"run: SQL at http://127.0.0.1:{run.endpoint.address[1]}/sql (token: {where})")
+    stopping = threading.Event()
+    _stop_on_signals(lambda: (stopping.set(), run.stop()))
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      TimeElapsedColumn(), console=err_console, transient=False) as prog:
+            task = prog.add_task(f"frames → rows{realtime_note}", total=None)
+
+            def progress(done: int, published: int, ingesting: bool) -> None:
+                prog.update(task, completed=done, total=max(published, done) if not ingesting else None)
+
+            result = run.run(timeout_s=timeout, progress=progress)
+    except BaseException:
+        run.close()
+        raise
+    return result, run
+
+
+def _report(result: Any, slo_ms: float) -> None:
+    console.print(f"sampled frames: {result.published}, accounted in vnx_frames: {result.accounted} "
+                  f"({', '.join(f'{k} {v}' for k, v in sorted(result.status.items())) or 'none'}); "
+                  f"each frame is a row in the app's tables or a drop with its reason (SLO {slo_ms:g} ms)")
+    failed = [s for s in result.streams if s.state == "failed"]
+    for s in failed:
+        console.print(f"[red]stream {s.name} failed[/]: {s.reason}", markup=True)
+    for s in result.executor_stats:
+        console.print(f"executor session [bold]{s['session']}[/]: {s['arrivals']} requests, mean batch "
+                      f"{s['mean_batch']:.1f}, p50 {s['latency_p50_ms']:.1f} ms, p99 {s['latency_p99_ms']:.1f} ms, "
+                      f"drops {s['drops'] or 'none'}")
+    if result.plans:
+        last = result.plans[-1]
+        sp = last.splits.get(result.app)
+        what = (f"split {sp.budgets_ms} ms (γ {sp.gamma})" if sp and sp.ok else (sp.reason if sp else "no split"))
+        console.print(f"scheduler: {len(result.plans)} epochs; app {result.app}: {what}; worker's stage SLOs "
+                      f"{result.stage_slos_ms} ms", markup=False)
+
+
+def _with_slo(app: Any, slo_ms: float | None) -> Any:
+    """The app with another end-to-end SLO (--slo-ms)."""
+    if slo_ms is None:
+        return app
+    import copy
+
+    other = copy.copy(app)
+    other.slo_ms = float(slo_ms)
+    return other
+
+
+def run(
+    app_ref: str = typer.Argument(..., metavar="APP", help="A built-in app name or package.module:attribute of "
+                                  "your own App (a file next to you: run from its folder, or set PYTHONPATH)."),
+    stream: list[str] = typer.Option([], "--stream", help="[NAME=]URL to run on (file, rtsp://, http(s)://, "
+                                     "synthetic://…), repeatable (default name APP-1, APP-2, …); default: the "
+                                     "registered streams of APP."),
+    fps: float = typer.Option(1.0, callback=finite, min=0.001, max=1000.0, help="Sampling rate of the --stream URLs."),
+    realtime: bool = typer.Option(False, help="Pace files at their own frame rate, as a camera would."),
+    until: Optional[float] = typer.Option(None, callback=finite, min=0.001, help="Only the first this many seconds "
+                                          "of each --stream file."),
+    slo_ms: Optional[float] = typer.Option(None, callback=finite, min=1.0, help="End-to-end SLO (default: the app's)."),
+    timeout: Optional[float] = typer.Option(None, callback=finite, min=1.0, help="Stop after this many seconds."),
+    sql_port: Optional[int] = typer.Option(None, min=0, max=65535, help="Serve the read-only SQL endpoint on this "
+                                           "port while running (0: any free port)."),
+    threads: int = typer.Option(1, min=0, help="torch intra-op threads (0 = torch default)."),
+) -> None:
+    """Run an app embedded: every role (ingest, worker, executor, scheduler, sink) in this process,
+    over the in-memory bus and the embedded store, until its file streams end and every frame is
+    accounted (live streams: until Ctrl-C). Rows land in the app's tables and vnx_frames; query
+    them with `vidnexus sql` afterwards (or through --sql-port while it runs)."""
+    from vidnexus.apps import load_app
+    from vidnexus.streams.spec import StreamSpec
+
+    the_app = _with_slo(load_app(app_ref), slo_ms)
+    specs = None
+    if stream:
+        import re
+
+        specs = []
+        for k, text in enumerate(stream):
+            named = re.fullmatch(r"([A-Za-z0-9_.-]{1,200})=(.+)", text)
+            name, url = (named.group(1), named.group(2)) if named else (f"{the_app.name}-{k + 1}", text)
+            specs.append(StreamSpec(name, url, fps=fps, realtime=realtime, until_s=until))
+    result, emb = _embedded(the_app, specs, fresh=False, realtime_note="", timeout=timeout, sql_port=sql_port,
+                            threads=threads)
+    try:
+        _report(result, the_app.slo_ms)
+        for t in sorted(the_app.tables):
+            n = emb.query(f"SELECT count() FROM {t} FINAL").scalar()
+            console.print(f"table {t}: {n} rows (vidnexus sql \"SELECT * FROM {t} FINAL LIMIT 10\")", markup=False)
+    finally:
+        emb.close()
+
+
+def demo(
+    name: str = typer.Argument("hud", help="Which app: hud, game, traffic or dance."),
+    streams: int = typer.Option(3, min=1, max=32, help="Number of synthetic camera streams."),
+    seconds: float = typer.Option(20.0, callback=finite, min=1.0, max=3600.0,
+                                  help="Length of each stream (seconds of video)."),
+    sample_fps: Optional[float] = typer.Option(None, callback=finite, min=0.1, max=100.0,
+                                               help="Sampling rate per stream (frames/s); default: the app's."),
+    slo_ms: Optional[float] = typer.Option(None, callback=finite, min=1.0, help="End-to-end latency SLO (ingest to "
+                                           "row); default: the app's."),
+    fast: bool = typer.Option(False, help="Do not pace sources at real time."),
+) -> None:
+    """A built-in app end to end on the embedded default (`vidnexus run` with the app's synthetic
+    streams): prints the SQL results."""
+    import importlib
+    from dataclasses import replace
+
+    from vidnexus.apps import APP_REFS, load_app
+
+    if name not in APP_REFS:
+        raise VidnexusError(f"unknown demo {name!r}; available: {', '.join(APP_REFS)}")
+    spec = importlib.import_module(APP_REFS[name].partition(":")[0]).DEMO
+    cfg = settings(bus="memory")
+    err_console.print("demo: training/loading models …")
+    for what, text in spec.prepare(cfg).items():
+        console.print(f"[bold]{what}[/]: {text}")
+    the_app = _with_slo(load_app(name), slo_ms or spec.slo_ms)
+    specs = [replace(s, realtime=not fast) for s in spec.streams(streams, seconds, spec.source_fps,
+                                                                  sample_fps or spec.sample_fps)]
+    result, emb = _embedded(the_app, specs, fresh=True, realtime_note="" if fast else " (paced at real time)",
+                            timeout=None, sql_port=None, threads=1)
+    try:
+        _report(result, the_app.slo_ms)
+        for title, sql in spec.queries.items():
+            console.print(f"\n[bold]SQL[/] ({title}):[dim]{sql}[/]")
+            print_result(emb.query(sql))
+        if spec.summary is not None:
+            for line in spec.summary(emb.store, emb.executor.executor):
+                console.print(line)
+    finally:
+        emb.close()
+
+
+def register(app: typer.Typer) -> None:
+    """Add the role commands to ``app``."""
+    for fn, name in ((ingest, "ingest"), (worker, "worker"), (executor, "executor"), (scheduler, "scheduler"),
+                     (sink, "sink"), (run, "run"), (demo, "demo")):
+        app.command(name)(fn)

@@ -1,0 +1,72 @@
+"""Versioned records: the one envelope every contract uses on the wire.
+
+Data-plane records (frames, requests, replies, rows) are msgpack lists ``[version, kind, *fields]``;
+control-plane documents (plans, stats, app reports) are JSON objects ``{"v": version, "kind": …}``,
+readable with any Kafka tool. An unknown version, another kind or a malformed record raises
+:class:`~vidnexus.errors.CodecError`, which consumers turn into a dead-letter record.
+
+Example:
+    >>> unpack(pack("req", 1, ["r1", 2.5]), "req", 1, 2)
+    ['r1', 2.5]
+    >>> from_json(to_json("plan", 1, {"epoch": 3}), "plan", 1)["epoch"]
+    3
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+import msgpack
+
+from vidnexus.errors import CodecError
+
+__all__ = ["pack", "unpack", "to_json", "from_json"]
+
+
+def pack(kind: str, version: int, fields: Sequence[Any]) -> bytes:
+    """``[version, kind, *fields]`` as msgpack."""
+    return msgpack.packb([version, kind, *fields], use_bin_type=True)
+
+
+def unpack(raw: bytes, kind: str, version: int, n_fields: int) -> list[Any]:
+    """The fields of a :func:`pack` record of ``kind``.
+
+    Raises:
+        CodecError: not msgpack, another kind, another version, or not ``n_fields`` fields.
+    """
+    try:
+        v = msgpack.unpackb(raw, raw=False)
+    except Exception as e:
+        raise CodecError(f"malformed {kind} message: {e}") from None
+    if not isinstance(v, list) or len(v) < 2:
+        raise CodecError(f"malformed {kind} message: not a versioned record")
+    if v[0] != version:
+        raise CodecError(f"unknown {kind} message version {v[0]!r} (this build reads {version})")
+    if v[1] != kind or len(v) != n_fields + 2:
+        raise CodecError(f"malformed {kind} message: kind {v[1]!r} with {len(v) - 2} fields, expected {n_fields}")
+    return v[2:]
+
+
+def to_json(kind: str, version: int, doc: dict[str, Any]) -> bytes:
+    """``{"v": version, "kind": kind, **doc}`` as UTF-8 JSON."""
+    return json.dumps({"v": version, "kind": kind, **doc}, separators=(",", ":")).encode()
+
+
+def from_json(raw: bytes, kind: str, version: int) -> dict[str, Any]:
+    """The document of a :func:`to_json` record of ``kind`` (``v`` and ``kind`` removed).
+
+    Raises:
+        CodecError: not JSON, not an object, another kind or version.
+    """
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise CodecError(f"malformed {kind} document: {e}") from None
+    if not isinstance(doc, dict):
+        raise CodecError(f"malformed {kind} document: not an object")
+    if doc.get("kind") != kind:
+        raise CodecError(f"malformed {kind} document: kind {doc.get('kind')!r}")
+    if doc.get("v") != version:
+        raise CodecError(f"unknown {kind} document version {doc.get('v')!r} (this build reads {version})")
+    return {k: v for k, v in doc.items() if k not in ("v", "kind")}

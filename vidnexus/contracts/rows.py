@@ -1,0 +1,45 @@
+"""Result rows on their way to the store (the rows topic, read by the sink role).
+
+One message per frame: every row the frame produced, for every table, with the tables' schemas (so
+the sink can create or migrate a table the first time it sees it) and the frame's accounting row.
+
+Example:
+    >>> from vidnexus.contracts.schema import Column, TableSchema
+    >>> t = TableSchema("t", (Column("a", "UInt8"),), order_by=("a",))
+    >>> decode_rows(encode_rows({"t": [(1,), (2,)]}, {"t": t}))[0]
+    {'t': [(1,), (2,)]}
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from vidnexus.contracts.codec import pack, unpack
+from vidnexus.contracts.schema import TableSchema, schema_from_doc, schema_to_doc
+from vidnexus.errors import CodecError
+
+__all__ = ["encode_rows", "decode_rows", "ROWS_VERSION"]
+
+ROWS_VERSION = 2
+"""2: ``[2, "rows", {table: [schema, rows]}]``."""
+
+
+def encode_rows(rows: Mapping[str, Sequence[Sequence[Any]]], schemas: Mapping[str, TableSchema]) -> bytes:
+    body = {t: [schema_to_doc(schemas[t]), [list(r) for r in rs]] for t, rs in rows.items() if rs}
+    return pack("rows", ROWS_VERSION, [body])
+
+
+def decode_rows(raw: bytes) -> tuple[dict[str, list[tuple[Any, ...]]], dict[str, TableSchema]]:
+    """Raises CodecError on an unknown version or a malformed message."""
+    (body,) = unpack(raw, "rows", ROWS_VERSION, 1)
+    try:
+        rows, schemas = {}, {}
+        for table, (sdoc, rs) in body.items():
+            schemas[table] = schema_from_doc(sdoc)
+            width = len(schemas[table].columns)
+            if any(len(r) != width for r in rs):
+                raise ValueError(f"table {table}: a row does not have {width} values")
+            rows[table] = [tuple(r) for r in rs]
+        return rows, schemas
+    except Exception as e:
+        raise CodecError(f"malformed rows message: {e}") from None

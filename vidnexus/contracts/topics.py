@@ -1,0 +1,70 @@
+"""Every topic name, under one prefix (``VNX_TOPIC_PREFIX``).
+
+Example:
+    >>> from vidnexus.contracts.sessions import SessionKey
+    >>> t = Topics("vnx")
+    >>> t.frames, t.requests(SessionKey("lenet5", 100)), t.dead_letter("frames")
+    ('vnx.frames', 'vnx.req.lenet5-100ms', 'vnx.dead.frames')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from vidnexus.contracts.sessions import SessionKey
+
+__all__ = ["Topics", "DeadLetterSource"]
+
+DeadLetterSource = Literal["frames", "requests", "rows"]
+
+
+@dataclass(frozen=True)
+class Topics:
+    """The topics of one deployment."""
+
+    prefix: str = "vnx"
+
+    def _t(self, name: str) -> str:
+        return f"{self.prefix}.{name}"
+
+    @property
+    def frames(self) -> str:
+        """Sampled frames, keyed by stream (per-stream order within a partition)."""
+        return self._t("frames")
+
+    @property
+    def rows(self) -> str:
+        """One message per frame with every row it produced, keyed by stream (for the sink)."""
+        return self._t("rows")
+
+    @property
+    def stats(self) -> str:
+        """Executor stats, keyed by executor id."""
+        return self._t("stats")
+
+    @property
+    def apps(self) -> str:
+        """App reports (DNN graph, fan-out), keyed by ``app/worker``."""
+        return self._t("apps")
+
+    @property
+    def control(self) -> str:
+        """The scheduler's plans (compacted, key ``plan``)."""
+        return self._t("control")
+
+    def requests(self, session: SessionKey | str) -> str:
+        """DNN requests of one session (its key, or the id an executor knows it by)."""
+        return self._t(f"req.{session}")
+
+    def replies(self, client: str) -> str:
+        """Replies to one client (a worker process)."""
+        return self._t(f"replies.{client}")
+
+    def dead_letter(self, source: DeadLetterSource) -> str:
+        """Records of ``source`` that could not be read, with the reason in a header."""
+        return self._t(f"dead.{source}")
+
+    def group(self, role: str) -> str:
+        """The consumer group of a role (``executor``, ``sink``, ``app-<name>``)."""
+        return f"{self.prefix}-{role}"

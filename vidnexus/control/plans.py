@@ -1,0 +1,113 @@
+"""The pure steps around each epoch's plan: executor stats into session loads, the planner's nodes
+onto live executors, the published :class:`~vidnexus.contracts.plans.EpochPlan`, and a home for
+every idle session.
+
+Example:
+    >>> from vidnexus.contracts.stats import ExecutorStats, SessionStats
+    >>> from vidnexus.contracts.profile import Profile
+    >>> st = ExecutorStats("e1", "cpu", 0.0, profiles={"m": Profile.linear(0.002, 0.01, 8)},
+    ...                    sessions=(SessionStats("m-100ms", "m", 100.0, rate_recent=20.0),))
+    >>> loads, profiles = loads_from_stats([st])
+    >>> [(l.session_id, l.rate, l.slo_s) for l in loads], sorted(profiles)
+    ([('m-100ms', 20.0, 0.1)], ['m'])
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Mapping, Sequence
+
+from vidnexus.contracts.plans import EpochPlan, LatencySplit
+from vidnexus.contracts.profile import Profile
+from vidnexus.contracts.stats import ExecutorStats
+from vidnexus.control.squishy import Node, Plan, SessionLoad
+
+__all__ = ["loads_from_stats", "assign_executors", "epoch_plan", "cover_idle_sessions"]
+
+
+def loads_from_stats(stats: Sequence[ExecutorStats]) -> tuple[list[SessionLoad], dict[str, Profile]]:
+    """Session loads (rates summed over executors) and model profiles from executor stats."""
+    rate: dict[str, float] = {}
+    meta: dict[str, tuple[str, float]] = {}
+    profiles: dict[str, Profile] = {}
+    for doc in stats:
+        for model, p in doc.profiles.items():
+            profiles.setdefault(model, p)
+        for s in doc.sessions:
+            rate[s.session] = rate.get(s.session, 0.0) + s.rate_recent
+            meta[s.session] = (s.model, s.slo_ms / 1000)
+    loads = [SessionLoad(sid, meta[sid][0], meta[sid][1], r) for sid, r in sorted(rate.items())
+             if meta[sid][0] in profiles]
+    return loads, profiles
+
+
+def assign_executors(plan: Plan, alive: Sequence[str]) -> tuple[Plan, list[tuple[str, str]]]:
+    """Put each node on a live executor: nodes that already name one keep it; the others take free
+    executors in order. Nodes beyond the executors available are dropped and their sessions reported
+    (``not enough executors``)."""
+    live = list(alive)
+    used = {n.device_id for n in plan.nodes if n.device_id in live}
+    free = [e for e in live if e not in used]
+    nodes: list[Node] = []
+    overflow: list[Node] = []
+    short: list[tuple[str, str]] = []
+    for n in plan.nodes:
+        if n.device_id in live and n.device_id not in {m.device_id for m in nodes}:
+            nodes.append(n)
+        elif free:
+            nodes.append(replace(n, device_id=free.pop(0)))
+        else:
+            overflow.append(n)
+    # More nodes than executors: still give every session a home (the executor with the least busy
+    # duty cycle takes it, overloaded; early drop sheds what it cannot serve in time).
+    for n in overflow:
+        if not nodes:
+            short.extend((a.session_id, "no live executor") for a in n.allocations)
+            continue
+        i = min(range(len(nodes)), key=lambda k: nodes[k].occupancy)
+        nodes[i] = replace(nodes[i], allocations=nodes[i].allocations + n.allocations)
+        short.extend((a.session_id, f"overloaded: not enough executors ({len(live)} alive)") for a in n.allocations)
+    return replace(plan, nodes=tuple(nodes)), short
+
+
+def epoch_plan(plan: Plan, *, generation: int, epoch: int, ts: float,
+               extra_infeasible: Sequence[tuple[str, str]] = (), rates: Mapping[str, float] | None = None,
+               splits: Mapping[str, LatencySplit] | None = None, executors: Sequence[str] = ()) -> EpochPlan:
+    """The published plan of a packing whose nodes carry executor ids."""
+    assignments: dict[str, dict[str, int]] = {}
+    routing: dict[str, dict[str, float]] = {}
+    for n in plan.nodes:
+        dev = n.device_id or "?"
+        for a in n.allocations:
+            assignments.setdefault(dev, {})[a.session_id] = max(assignments.get(dev, {}).get(a.session_id, 0), a.batch)
+            routing.setdefault(a.session_id, {})[dev] = routing.get(a.session_id, {}).get(dev, 0.0) + a.rate
+    return EpochPlan(generation, epoch, ts, assignments, routing,
+                     tuple((*plan.infeasible, *extra_infeasible)), plan.moved, plan.devices,
+                     {k: round(v, 2) for k, v in (rates or {}).items()}, dict(splits or {}), tuple(executors))
+
+
+def cover_idle_sessions(plan: EpochPlan, stats: Mapping[str, ExecutorStats], retire_idle_s: float = 120.0) -> EpochPlan:
+    """Sessions with no load this epoch get no node from the planner, yet a burst may come: give
+    each one to the least-assigned live executor that hosts its model, at batch 1 — except sessions
+    a plan created (``origin`` "plan" in the executor's stats) that have had no request for
+    ``retire_idle_s``: those are left unassigned (and listed in ``retired``), and executors retire
+    them. Sessions an executor was started with are always covered."""
+    assignments = {e: dict(per) for e, per in plan.assignments.items()}
+    routing = {s: dict(per) for s, per in plan.routing.items()}
+    for eid in sorted(stats):
+        assignments.setdefault(eid, {})
+    assigned = {sid for per in assignments.values() for sid in per}
+    retired: set[str] = set()
+    for _, st in sorted(stats.items()):
+        for s in st.sessions:
+            if s.session in assigned or s.session in retired:
+                continue
+            if s.origin == "plan" and s.idle_s >= retire_idle_s:
+                retired.add(s.session)
+                continue
+            hosts = [e for e, d in stats.items() if any(x.session == s.session for x in d.sessions)]
+            target = min(hosts, key=lambda e: (len(assignments[e]), e))
+            assignments[target][s.session] = 1
+            routing.setdefault(s.session, {})[target] = 0.0
+            assigned.add(s.session)
+    return replace(plan, assignments=assignments, routing=routing, retired=tuple(sorted(retired)))

@@ -1,0 +1,222 @@
+"""Squishy bin packing (Nexus SOSP §6.1, Algorithm 1): place sessions on devices so each meets its
+SLO at the fewest devices, with device memory as a second capacity. Pure.
+
+A session S = ⟨model, SLO L, rate R⟩ with profile ℓ(b):
+
+1. *Saturate*: B = max b with 2ℓ(B) ≤ L; T = B/ℓ(B); ⌊R/T⌋ whole devices run S at batch B.
+2. *Residue*: for the rest r, b = max b with ℓ(b) + b/r ≤ L; duty cycle d = b/r; occupancy ℓ(b)/d.
+3. Residual loads, by occupancy descending, merge best-fit into existing nodes: the merged duty cycle
+   is the smaller one, the other sessions' batches shrink to ⌈d·r⌉ (integer, still meeting the rate),
+   and the merge is feasible iff Σℓ(b) ≤ d, every session keeps d + ℓ(b) ≤ L, and memory fits.
+
+Example (Nexus Table 2): A at b=8 and B at b=4 share one device with a 125 ms duty cycle; C gets its own.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Mapping, Sequence
+
+from vidnexus.contracts.profile import Profile
+
+__all__ = ["SessionLoad", "Allocation", "Node", "Plan", "plan", "saturate", "residue", "merge_nodes", "one_more_saturated",
+           "lower_bound"]
+
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class SessionLoad:
+    """A session to place: its model, latency SLO (s), request rate (req/s) and model memory."""
+
+    session_id: str
+    model: str
+    slo_s: float
+    rate: float
+    memory_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """One session's share of a node: batch size per duty cycle and the rate it serves there."""
+
+    session_id: str
+    model: str
+    batch: int
+    rate: float
+    latency_s: float
+    slo_s: float
+    memory_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Node:
+    """One device's schedule: sessions run round-robin once per duty cycle."""
+
+    duty_cycle_s: float
+    allocations: tuple[Allocation, ...]
+    saturated: bool = False
+    device_id: str | None = None
+
+    @property
+    def busy_s(self) -> float:
+        return sum(a.latency_s for a in self.allocations)
+
+    @property
+    def occupancy(self) -> float:
+        return self.busy_s / self.duty_cycle_s if self.duty_cycle_s > 0 else 0.0
+
+    @property
+    def memory_bytes(self) -> int:
+        return sum({a.model: a.memory_bytes for a in self.allocations}.values())
+
+    def sessions(self) -> set[str]:
+        return {a.session_id for a in self.allocations}
+
+
+@dataclass(frozen=True)
+class Plan:
+    nodes: tuple[Node, ...]
+    infeasible: tuple[tuple[str, str], ...] = ()
+    moved: int = 0
+
+    @property
+    def devices(self) -> int:
+        return len(self.nodes)
+
+    def rate_of(self, session_id: str) -> float:
+        return sum(a.rate for n in self.nodes for a in n.allocations if a.session_id == session_id)
+
+    def check(self, memory_capacity: float = math.inf) -> list[str]:
+        """Every violated constraint, as text (empty when the plan is valid)."""
+        bad = []
+        for i, n in enumerate(self.nodes):
+            if n.busy_s > n.duty_cycle_s + EPS:
+                bad.append(f"node {i}: busy {n.busy_s:.4f} s > duty cycle {n.duty_cycle_s:.4f} s")
+            if n.memory_bytes > memory_capacity:
+                bad.append(f"node {i}: memory {n.memory_bytes} > {memory_capacity}")
+            for a in n.allocations:
+                worst = (n.duty_cycle_s if not n.saturated else a.latency_s) + a.latency_s
+                if worst > a.slo_s + EPS:
+                    bad.append(f"node {i}: {a.session_id} worst case {worst:.4f} s > SLO {a.slo_s:.4f} s")
+                if a.batch / n.duty_cycle_s < a.rate - 1e-6:
+                    bad.append(f"node {i}: {a.session_id} serves {a.batch / n.duty_cycle_s:.2f} < {a.rate:.2f} req/s")
+        return bad
+
+
+def saturate(s: SessionLoad, p: Profile) -> tuple[int, float]:
+    """(B, T): the largest batch with 2ℓ(B) ≤ SLO and its throughput; (0, 0) if none."""
+    b = p.max_batch_within(s.slo_s / 2 + EPS)
+    return (b, p.throughput(b)) if b else (0, 0.0)
+
+
+def residue(s: SessionLoad, rate: float, p: Profile) -> Node | None:
+    """The residual node of ``rate`` req/s: the largest b with ℓ(b) + b/r ≤ SLO, duty cycle d = b/r.
+
+    A rate so low that even one request takes longer than the SLO to arrive (ℓ(1) + 1/r > SLO) runs
+    at b = 1 on the longest duty cycle the SLO allows, d = SLO − ℓ(1), which serves 1/d ≥ r.
+    None when no batch fits (ℓ(1) > SLO/2 at this rate, or the device could not keep up).
+    """
+    best = 0
+    for b in range(1, p.max_batch + 1):
+        d = b / rate
+        if p.latency(b) + d <= s.slo_s + EPS and p.latency(b) <= d + EPS:
+            best = b
+        elif p.latency(b) + d > s.slo_s + EPS:
+            break
+    if best:
+        d = best / rate
+    else:
+        d = s.slo_s - p.latency(1)
+        if d < p.latency(1) - EPS or 1 / d < rate:
+            return None
+        best = 1
+    return Node(d, (Allocation(s.session_id, s.model, best, rate, p.latency(best), s.slo_s, s.memory_bytes),))
+
+
+def one_more_saturated(s: SessionLoad, rest: float, p: Profile) -> Node | None:
+    """A residual just under the saturated throughput may fit no shared duty cycle but still fits a
+    whole device running batch B back to back (worst case 2ℓ(B) ≤ SLO)."""
+    b, t = saturate(s, p)
+    if not b or rest > t + 1e-9:
+        return None
+    return Node(p.latency(b), (Allocation(s.session_id, s.model, b, rest, p.latency(b), s.slo_s, s.memory_bytes),),
+                saturated=True)
+
+
+def merge_nodes(n1: Node, n2: Node, profiles: Mapping[str, Profile], memory_capacity: float = math.inf) -> Node | None:
+    """Merge two residual nodes on the shorter duty cycle (Nexus MERGENODES), or None if infeasible."""
+    d = min(n1.duty_cycle_s, n2.duty_cycle_s)
+    allocs = []
+    for a in n1.allocations + n2.allocations:
+        b = max(1, math.ceil(d * a.rate - 1e-6))  # integer batch that still meets the rate
+        lat = profiles[a.model].latency(b)
+        if d + lat > a.slo_s + EPS:
+            return None
+        allocs.append(replace(a, batch=b, latency_s=lat))
+    node = Node(d, tuple(allocs))
+    if node.busy_s > d + EPS or node.memory_bytes > memory_capacity:
+        return None
+    return node
+
+
+def lower_bound(sessions: Sequence[SessionLoad], profiles: Mapping[str, Profile]) -> float:
+    """Σ R_i / T_i with T_i the saturated throughput: no plan uses fewer devices."""
+    total = 0.0
+    for s in sessions:
+        _, t = saturate(s, profiles[s.model])
+        if t > 0:
+            total += s.rate / t
+    return total
+
+
+def plan(
+    sessions: Sequence[SessionLoad],
+    profiles: Mapping[str, Profile],
+    memory_capacity: float = math.inf,
+) -> Plan:
+    """Nexus Algorithm 1. Sessions that no batch size can serve within their SLO are reported in
+    ``infeasible`` with the reason; everything else is placed."""
+    nodes: list[Node] = []
+    infeasible: list[tuple[str, str]] = []
+    residuals: list[Node] = []
+    for s in sessions:
+        p = profiles[s.model]
+        if s.rate <= 0:
+            continue
+        if s.memory_bytes > memory_capacity:
+            infeasible.append((s.session_id, f"model {s.model} needs {s.memory_bytes} bytes, devices hold {memory_capacity:.0f}"))
+            continue
+        b_sat, t_sat = saturate(s, p)
+        rest = s.rate
+        if b_sat:
+            whole = int(s.rate // t_sat)
+            alloc = Allocation(s.session_id, s.model, b_sat, t_sat, p.latency(b_sat), s.slo_s, s.memory_bytes)
+            nodes.extend(Node(p.latency(b_sat), (alloc,), saturated=True) for _ in range(whole))
+            rest = s.rate - whole * t_sat
+        if rest <= 1e-9:
+            continue
+        node = residue(s, rest, p) or one_more_saturated(s, rest, p)
+        if node is None:
+            infeasible.append((s.session_id, f"no batch size of {s.model} meets the {s.slo_s * 1000:.0f} ms SLO "
+                                             f"at {rest:.1f} req/s (ℓ(1) = {p.latency(1) * 1000:.1f} ms)"))
+            continue
+        residuals.append(node)
+    residuals.sort(key=lambda n: n.occupancy, reverse=True)
+    placed: list[Node] = []
+    for r in residuals:
+        best_i, best = -1, None
+        for i, n in enumerate(placed):
+            # Shrinking a batch never lowers its occupancy while ℓ(b)/b does not grow as b shrinks,
+            # so a merge whose occupancies already sum past 1 cannot fit: skip it cheaply.
+            if n.occupancy + r.occupancy > 1 + 1e-6:
+                continue
+            m = merge_nodes(n, r, profiles, memory_capacity)
+            if m is not None and (best is None or m.occupancy > best.occupancy):
+                best_i, best = i, m
+        if best is None:
+            placed.append(r)
+        else:
+            placed[best_i] = best
+    return Plan(tuple(nodes + placed), tuple(infeasible))

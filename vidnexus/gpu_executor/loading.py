@@ -1,0 +1,87 @@
+"""Loading models for an executor: runners for repository models (or an app's own loaders),
+their ℓ(b) profiles (measured once per model and device, cached), and prefix-batching groups."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+from vidnexus.config import Settings
+
+__all__ = ["build_runner", "prepare_models", "prefix_batching"]
+
+logger = logging.getLogger(__name__)
+
+
+def build_runner(repo: Any, model: str, device: str, weights: Path | None) -> Any:
+    """A TorchRunner for a model of ``repo`` (a :class:`~vidnexus.gpu_executor.repository.ModelRepository`);
+    real weights from a local state_dict file when given."""
+    from dataclasses import replace
+
+    from vidnexus.gpu_executor.runner import TorchRunner
+
+    spec = repo.get(model)
+    if weights is not None:
+        spec = replace(spec, weights=str(weights))
+    module = repo.load(spec, device)
+    detection = spec.task in ("detect", "pose")
+    post: Callable[[Any], Any] = (lambda r: {k: v.tolist() for k, v in r.items()}) if detection else (lambda t: t.tolist())
+    return TorchRunner(model, module, device, postprocess=post, list_input=detection), spec
+
+
+def prepare_models(
+    settings: Settings, models: list[str], device: str = "cpu", weights: dict[str, Path] | None = None,
+    loaders: dict[str, Callable[[Settings], Any]] | None = None,
+    shapes: dict[str, tuple[int, ...]] | None = None, *, repo: Any,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Runners and profiles for ``models``, every batch size warmed up.
+
+    A model comes from ``repo`` (a :class:`~vidnexus.gpu_executor.repository.ModelRepository`; the
+    roles pass one that knows the apps' models, ``vidnexus.roles.executor.repository``), or from
+    ``loaders[name]`` (a function returning a torch module, with its input shape in
+    ``shapes[name]``). Profiles are measured once per (model, device) and cached under the data
+    directory."""
+    import numpy as np
+
+    from vidnexus.gpu_executor.profiler import load_profile, profile_runner, save_profile
+    from vidnexus.gpu_executor.runner import TorchRunner
+
+    runners: dict[str, Any] = {}
+    profiles: dict[str, Any] = {}
+    for name in dict.fromkeys(models):
+        if loaders and name in loaders:
+            module = loaders[name](settings)
+            runners[name] = TorchRunner(name, module, device, postprocess=lambda t: t.tolist())
+            shape = (shapes or {})[name]
+        else:
+            runners[name], spec = build_runner(repo, name, device, (weights or {}).get(name))
+            shape = spec.input_shape
+        x = np.zeros(shape, np.float32)
+        prof = load_profile(settings.data_dir / "profiles", name, device)
+        if prof is None:
+            prof, _ = profile_runner(runners[name], lambda x=x: x, [1, 2, 4, 8], repeats=2, warmup=1)
+            save_profile(settings.data_dir / "profiles", name, device, prof)
+        profiles[name] = prof
+        # The first batch of each new size builds kernels (100+ ms on a CPU): do it before serving,
+        # for every batch size a plan may choose (plans stay within the profile).
+        for b in range(1, prof.max_batch + 1):
+            runners[name]([x] * b)
+    return runners, profiles
+
+
+def prefix_batching(runners: dict[str, Any], device: str = "cpu") -> tuple[dict[str, str], dict[str, Any]]:
+    """Models among ``runners`` whose trunks are equal (structure and weights) → prefix groups and
+    one :class:`~vidnexus.gpu_executor.prefix.PrefixRunner` per group (the trunk run once per merged
+    batch, each model's head on its slice)."""
+    from vidnexus.gpu_executor.prefix import PrefixRunner, detect_prefix_groups
+
+    modules = {m: r.module for m, r in runners.items() if getattr(r, "module", None) is not None
+               and not getattr(r, "list_input", False)}
+    groups = detect_prefix_groups(modules)
+    group_runners = {}
+    for gid in set(groups.values()):
+        members = {m: modules[m] for m, g in groups.items() if g == gid}
+        group_runners[gid] = PrefixRunner.from_models(members, device)
+        logger.info("prefix batching: %s share one trunk (%s)", sorted(members), gid)
+    return groups, group_runners

@@ -1,0 +1,216 @@
+"""Embedded mode: every role of a deployment in one process, over the in-memory bus and the
+embedded store (chdb) — the same classes distributed mode runs in separate processes over Kafka.
+
+:class:`Embedded` registers an app's streams (or takes the registered streams that feed it), starts
+the executor (the app's models loaded, one session per DNN stage), the scheduler (epochs, squishy
+bin packing, the app's latency split from its measured fan-out), the sink, the worker running the
+app's chain and ingest, optionally the read-only SQL endpoint (chdb holds its directory: other
+processes query through it), and runs until every file stream has ended and every frame it
+published is accounted in ``vnx_frames`` (or until stopped, for live streams).
+
+Example (the ``hud`` app on one synthetic stream; ``vidnexus run hud --stream synthetic://hud``)::
+
+    run = Embedded(load_settings(), load_app("hud"), streams=[StreamSpec("cam", "synthetic://hud", fps=5)])
+    result = run.run()
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Sequence
+
+from vidnexus.clock import Clock, MonotonicClock
+from vidnexus.config import Settings
+from vidnexus.connectors.factory import open_store
+from vidnexus.connectors.memory_bus import MemoryBus
+from vidnexus.connectors.store import QueryResult, Store, quote
+from vidnexus.contracts.plans import EpochPlan
+from vidnexus.contracts.sessions import SessionKey
+from vidnexus.control.scheduler import SchedulerConfig
+from vidnexus.errors import ConfigError
+from vidnexus.operators.chain import App
+from vidnexus.operators.infer import stage_slos
+from vidnexus.roles.executor import ExecutorRole, LoadModels
+from vidnexus.roles.ingest import IngestRole
+from vidnexus.roles.scheduler import SchedulerRole
+from vidnexus.roles.sink import SinkRole
+from vidnexus.roles.worker import WorkerRole
+from vidnexus.streams.ingest import StreamSpec, StreamStatus
+from vidnexus.streams.registry import StreamRegistry
+
+__all__ = ["Embedded", "RunResult", "app_loader", "EMBEDDED_SCHEDULER"]
+
+logger = logging.getLogger(__name__)
+
+EMBEDDED_SCHEDULER = SchedulerConfig(epoch_s=10.0, min_epoch_s=3.0)
+"""Epochs in embedded mode: a run of a minute should see its latency split planned and applied."""
+
+
+def app_loader(settings: Settings, app: App, device: str = "cpu") -> LoadModels:
+    """Load ``app``'s models: its own loaders where it has them, else from the repository."""
+    from vidnexus.gpu_executor.loading import prepare_models
+    from vidnexus.roles.executor import repository
+
+    loaders = {m.name: m.loader for m in app.models.values() if m.loader is not None}
+    shapes = {n: app.models[n].input_shape for n in loaders}
+    missing = [n for n, s in shapes.items() if s is None]
+    if missing:
+        raise ConfigError(f"app {app.name}: models {missing} have a loader but no input_shape")
+    return lambda names: prepare_models(settings, names, device, loaders=loaders, shapes=shapes,  # type: ignore[arg-type]
+                                        repo=repository(settings))
+
+
+@dataclass
+class RunResult:
+    """What an embedded run did."""
+
+    app: str
+    streams: list[StreamStatus] = field(default_factory=list)
+    published: int = 0
+    """Frames ingest published for the run's streams."""
+    processed: int = 0
+    """Frames the worker ran the chain on."""
+    status: dict[str, int] = field(default_factory=dict)
+    """``vnx_frames`` rows of the run's streams by status (``ok``, ``partial``, ``dropped``, ``error``)."""
+    executor_stats: list[dict[str, Any]] = field(default_factory=list)
+    plans: list[EpochPlan] = field(default_factory=list)
+    stage_slos_ms: dict[str, float] = field(default_factory=dict)
+    """The stage SLOs the worker used at the end (the scheduler's split once adopted)."""
+
+    @property
+    def accounted(self) -> int:
+        return sum(self.status.values())
+
+
+class Embedded:
+    """The roles of a deployment in one process (see the module docstring).
+
+    Args:
+        streams: streams to register for the app (replacing same-named ones) and ingest; None: the
+            registered streams that feed the app.
+        load: how the executor loads models (default: :func:`app_loader`).
+        sql: (host, port, token) to serve the read-only SQL endpoint on while running.
+        fresh: drop the app's tables and ``vnx_frames`` first (the demos do, to show one run).
+    """
+
+    def __init__(self, settings: Settings, app: App, *, streams: Sequence[StreamSpec] | None = None,
+                 clock: Clock | None = None, load: LoadModels | None = None, device: str = "cpu",
+                 scheduler: SchedulerConfig = EMBEDDED_SCHEDULER, sql: tuple[str, int, str] | None = None,
+                 fresh: bool = False, report_every_s: float = 2.0, concurrency: int = 64) -> None:
+        self.settings = settings.model_copy(update={"bus": "memory"})
+        self.app, self.clock = app, clock or MonotonicClock()
+        self.bus = MemoryBus(clock=self.clock)
+        self.store: Store = open_store(self.settings)
+        try:
+            if fresh:
+                for t in (*app.tables, "vnx_frames"):
+                    self.store.execute(f"DROP TABLE IF EXISTS {t}")
+            registry = StreamRegistry(self.store)
+            if streams is not None:
+                for s in streams:
+                    registry.add(replace(s, apps=(app.name,)), check=False, overwrite=True)
+                names = {s.name for s in streams}
+            else:
+                names = {r.spec.name for r in registry.list() if r.state == "enabled" and app.name in r.spec.apps}
+            if not names:
+                raise ConfigError(f"app {app.name}: no stream to run on; give --stream URL or register one with "
+                                  f"`vidnexus streams add NAME URL --app {app.name}`")
+            self.names = names
+            sessions = [SessionKey(m, slo) for m, slo in stage_slos(app).items()]
+            self.plans: list[EpochPlan] = []
+            self.executor = ExecutorRole(self.settings, sessions, bus=self.bus, clock=self.clock, device=device,
+                                         load=load or app_loader(self.settings, app, device), executor_id="embedded")
+            self.scheduler = SchedulerRole(self.settings, bus=self.bus, clock=self.clock, config=scheduler,
+                                           on_plan=self.plans.append)
+            self.sink = SinkRole(self.settings, bus=self.bus, store=self.store, clock=self.clock, max_delay_s=0.5)
+            self.worker = WorkerRole(self.settings, app, bus=self.bus, clock=self.clock, concurrency=concurrency,
+                                     report_every_s=report_every_s, worker_id="embedded")
+            self.ingest = IngestRole(self.settings, bus=self.bus, store=self.store, clock=self.clock, poll_s=0.5,
+                                     only=lambda s: s.name in names)
+            self.endpoint = None
+            if sql is not None:
+                from vidnexus.sql_endpoint import SqlEndpoint
+
+                host, port, token = sql
+                self.endpoint = SqlEndpoint(self.store, token, host, port)
+        except BaseException:
+            self.store.close()
+            raise
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        """End the run early (Ctrl-C, SIGTERM): what was read is still processed and accounted."""
+        self._stop.set()
+
+    def run(self, *, until_done: bool = True, timeout_s: float | None = None,
+            progress: Callable[[int, int, bool], None] | None = None) -> RunResult:
+        """Run until every file stream has ended and its frames are accounted (``until_done``), or
+        until :meth:`stop`. ``progress(processed, published, ingesting)`` is called about twice a
+        second."""
+        stops = {name: threading.Event() for name in ("ingest", "worker", "sink", "executor", "scheduler")}
+        self.executor.start()  # models loaded before the first frame arrives
+        if self.endpoint is not None:
+            self.endpoint.start()
+        threads = {
+            "executor": threading.Thread(target=self.executor.run, args=(stops["executor"],), name="vnx-executor"),
+            "scheduler": threading.Thread(target=self.scheduler.run, args=(stops["scheduler"],), name="vnx-scheduler"),
+            "sink": threading.Thread(target=self.sink.run, args=(stops["sink"],), name="vnx-sink"),
+            "worker": threading.Thread(target=self.worker.run, args=(stops["worker"],), name="vnx-worker"),
+            "ingest": threading.Thread(target=lambda: self.ingest.run(stops["ingest"], once=until_done),
+                                       name="vnx-ingest"),
+        }
+        for t in threads.values():
+            t.daemon = True
+            t.start()
+        deadline = None if timeout_s is None else self.clock.now() + timeout_s
+        try:
+            while not self._stop.is_set():
+                ingesting = threads["ingest"].is_alive()
+                published = sum(s.published for s in self.ingest.statuses())
+                if progress is not None:
+                    progress(self.worker.stats.frames, published, ingesting)
+                if not ingesting and self.worker.stats.frames >= published:
+                    break
+                if any(not threads[r].is_alive() for r in ("worker", "sink", "executor")):
+                    dead = [r for r in ("worker", "sink", "executor") if not threads[r].is_alive()]
+                    raise ConfigError(f"embedded run of app {self.app.name}: the {', '.join(dead)} role stopped "
+                                      "(see the log above)")
+                if deadline is not None and self.clock.now() >= deadline:
+                    logger.warning("embedded run of app %s: stopped after %g s", self.app.name, timeout_s)
+                    break
+                self._stop.wait(0.5)
+        finally:
+            # Upstream first, so that everything read is processed, written and accounted.
+            for name in ("ingest", "worker", "sink", "scheduler", "executor"):
+                stops[name].set()
+                if name == "ingest":
+                    self.ingest.stop()
+                threads[name].join(timeout=60)
+            if self.endpoint is not None:
+                self.endpoint.stop()
+        return self.result()
+
+    def result(self) -> RunResult:
+        streams = self.ingest.statuses()
+        res = RunResult(self.app.name, streams, sum(s.published for s in streams), self.worker.stats.frames,
+                        executor_stats=self.executor.executor.stats() if self.executor.executor else [],
+                        plans=list(self.plans), stage_slos_ms=dict(self.worker.backend.slos))
+        names = ", ".join(quote(n) for n in sorted(self.names))
+        q = self.store.query(f"SELECT status, count() FROM vnx_frames FINAL WHERE app = {quote(self.app.name)} "
+                             f"AND stream IN ({names}) GROUP BY status")
+        res.status = {str(s): int(n) for s, n in q.rows}
+        return res
+
+    def query(self, sql: str) -> QueryResult:
+        return self.store.query(sql)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> "Embedded":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

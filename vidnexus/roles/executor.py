@@ -1,0 +1,237 @@
+"""The executor role: serve (model, SLO) sessions from the bus on one device.
+
+Requests arrive on each session's request topic in the ``<prefix>-executor`` consumer group, run
+on the :class:`~vidnexus.gpu_executor.executor.Executor` (duty cycle, batching policy, early drop)
+and are answered on their reply-to topics (:class:`~vidnexus.gpu_executor.service.ExecutorService`).
+Every ``stats_every_s`` the role publishes :class:`~vidnexus.contracts.stats.ExecutorStats`; it
+follows the scheduler's plans: the batch sizes, which sessions' requests it consumes, new sessions a
+plan gives it (their model loaded first), and sessions a plan created and no longer assigns
+(retired after ``retire_after_epochs``, their models unloaded).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from vidnexus.clock import Clock, MonotonicClock
+from vidnexus.config import Settings
+from vidnexus.connectors.bus import Bus
+from vidnexus.contracts.plans import EpochPlan
+from vidnexus.contracts.profile import Profile
+from vidnexus.contracts.sessions import SessionKey
+from vidnexus.contracts.stats import ExecutorStats, SessionStats, encode_stats
+from vidnexus.contracts.topics import Topics
+from vidnexus.errors import ConfigError
+from vidnexus.gpu_executor.backend import SessionSpec
+from vidnexus.gpu_executor.batching import PolicyName
+from vidnexus.gpu_executor.executor import Executor
+from vidnexus.gpu_executor.metrics import ExecutorMetrics
+from vidnexus.gpu_executor.service import ExecutorService
+from vidnexus.roles.follow import PlanFollower
+
+__all__ = ["ExecutorRole", "Models", "LoadModels", "repository", "repository_loader"]
+
+logger = logging.getLogger(__name__)
+
+Models = tuple[dict[str, Any], dict[str, Profile]]
+"""Runners and profiles by model name."""
+LoadModels = Callable[[list[str]], Models]
+"""Loads models by name (runners warmed up, profiles measured or cached)."""
+
+
+def repository(settings: Settings) -> Any:
+    """The model repository of ``settings``' data directory, with the apps' models in its catalogue."""
+    from vidnexus.apps import model_catalog
+    from vidnexus.gpu_executor.repository import ModelRepository
+
+    return ModelRepository(settings.data_dir / "models", extra=model_catalog())
+
+
+def repository_loader(settings: Settings, device: str, weights: dict[str, Path] | None = None) -> LoadModels:
+    """Models from the repository (and the apps' own models), as ``vidnexus executor`` loads them."""
+    from vidnexus.gpu_executor.loading import prepare_models
+
+    return lambda names: prepare_models(settings, names, device, weights, repo=repository(settings))
+
+
+class ExecutorRole:
+    """One executor. ``start`` loads the models and starts the device; ``step`` serves a poll of
+    requests, publishes stats when due and applies a newer plan; ``run`` loops until stopped.
+
+    Args:
+        sessions: the sessions to serve from the start (never retired).
+        load: how models are loaded (default: the repository, see :func:`repository_loader`).
+        follow_plans: apply the scheduler's plans (off: serve ``sessions`` as started).
+    """
+
+    def __init__(self, settings: Settings, sessions: Sequence[SessionKey], *, bus: Bus, clock: Clock | None = None,
+                 device: str = "cpu", policy: PolicyName = "early_drop", load: LoadModels | None = None,
+                 executor_id: str | None = None, stats_every_s: float = 5.0, follow_plans: bool = True,
+                 retire_after_epochs: int = 3, metrics: ExecutorMetrics | None = None, workers: int = 2) -> None:
+        if not sessions:
+            raise ConfigError("give at least one --session MODEL:SLO_MS")
+        self.settings, self.bus = settings, bus
+        self.clock = clock or MonotonicClock()
+        self.device, self.policy = device, policy
+        self.load = load or repository_loader(settings, device)
+        self.id = executor_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.topics = Topics(settings.topic_prefix)
+        self.stats_every_s = stats_every_s
+        self.follow_plans = follow_plans
+        self.retire_after_epochs = retire_after_epochs
+        self.metrics = metrics or ExecutorMetrics()
+        self.workers = workers
+        self.specs = {str(k): SessionSpec(str(k), k.model, k.slo_s, policy=policy) for k in sessions}
+        self.static = set(self.specs)  # sessions the executor was started with are never retired
+        self.executor: Executor | None = None
+        self.service: ExecutorService | None = None
+        self.groups: dict[str, str] = {}
+        self._follower: PlanFollower | None = None
+        self._unassigned: dict[str, int] = {}
+        self._last_report: tuple[float, dict[str, int]] = (0.0, {})
+        self._last_arrival: dict[str, float] = {}
+        self._next_report = 0.0
+        self._stop = threading.Event()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> "ExecutorRole":
+        """Load the models (warm, profiled), start the device and subscribe to the requests."""
+        if self.executor is not None:
+            return self
+        from vidnexus.gpu_executor.loading import prefix_batching
+
+        runners, profiles = self.load(sorted({s.model for s in self.specs.values()}))
+        self.groups, group_runners = prefix_batching(runners, self.device)
+        self.executor = Executor(list(self.specs.values()), runners, profiles, clock=self.clock,
+                                 metrics=self.metrics, prefix_groups=self.groups, group_runners=group_runners,
+                                 workers=self.workers).start()
+        self.service = ExecutorService(self.executor, self.bus, self.settings, clock=self.clock)
+        self.bus.create_topic(self.topics.stats, 1)
+        if self.follow_plans:
+            self._follower = PlanFollower(self.bus, self.topics)
+        now = self.clock.now()
+        self._last_report = (now, {})
+        self._next_report = now + self.stats_every_s
+        # Long-lived start-up objects (models, profiles) need no garbage collection: freeze them so
+        # collections stay short while serving.
+        gc.collect()
+        gc.freeze()
+        return self
+
+    def step(self, timeout_s: float = 0.05) -> int:
+        """Serve one poll of requests; publish stats and follow the plan when due. Returns the
+        requests read."""
+        self.start()
+        assert self.service is not None
+        n = self.service.step(timeout_s=timeout_s)
+        now = self.clock.now()
+        if now >= self._next_report:
+            self._next_report = now + self.stats_every_s
+            self.report(now)
+        if self._follower is not None:
+            plan = self._follower.newest()
+            if plan is not None:
+                self.apply(plan)
+        return n
+
+    def run(self, stop: threading.Event | None = None) -> None:
+        """:meth:`step` until ``stop`` (or :meth:`stop`) is set; then finish what was taken."""
+        stop = stop or self._stop
+        try:
+            while not stop.is_set() and not self._stop.is_set():
+                self.step()
+        finally:
+            self.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self.service is not None:
+            self.service.stop()
+
+    def close(self) -> None:
+        """Commit what was answered, stop the device (queued requests end as drops), close the plan
+        consumer."""
+        if self.service is not None:
+            self.service.close()
+        if self.executor is not None:
+            self.executor.stop()
+        if self._follower is not None:
+            self._follower.close()
+            self._follower = None
+
+    # -- stats ---------------------------------------------------------------------------------
+    def stats(self, now: float) -> ExecutorStats:
+        """Every hosted session (also those with no request yet), with its rate since the last report."""
+        assert self.executor is not None and self.service is not None
+        seen = {st["session"]: st for st in self.executor.stats()}
+        t0, counts = self._last_report
+        sessions = []
+        for sid, spec in self.specs.items():
+            st = dict(seen.get(sid, {"session": sid}))
+            arrivals = int(st.get("arrivals", 0))
+            if arrivals > counts.get(sid, 0) or sid not in self._last_arrival:
+                self._last_arrival[sid] = now
+            st.update(model=spec.model, slo_ms=spec.slo_s * 1000, origin="static" if sid in self.static else "plan",
+                      rate_recent=(arrivals - counts.get(sid, 0)) / max(1e-3, now - t0),
+                      idle_s=round(now - self._last_arrival[sid], 1))
+            sessions.append(SessionStats(**st))
+        self._last_report = (now, {s.session: s.arrivals for s in sessions})
+        return ExecutorStats(self.id, self.device, self.clock.wall(), self.executor.targets(),
+                             tuple(sorted(t.rsplit(".req.", 1)[-1] for t in self.service.topics)),
+                             dict(self.executor.core.profiles()), tuple(sessions))
+
+    def report(self, now: float) -> None:
+        try:
+            self.bus.publish(self.topics.stats, self.id.encode(), encode_stats(self.stats(now)))
+        except Exception as e:  # stats are advisory: a failed publish must not stop serving
+            logger.warning("cannot publish stats: %s", e)
+
+    # -- plans ---------------------------------------------------------------------------------
+    def apply(self, plan: EpochPlan) -> None:
+        """Batch sizes, the sessions to consume, new sessions to host, old ones to retire."""
+        assert self.executor is not None and self.service is not None
+        mine = plan.assignment_of(self.id)
+        for sid in mine:
+            if sid not in self.specs:
+                self.host(sid)
+        self.executor.set_targets(mine)
+        self.service.set_sessions(list(mine))
+        logger.info("plan %d/%d: serving %s", plan.generation, plan.epoch, mine or "nothing")
+        # Retire sessions plans created and no longer assign here (``retire_after_epochs`` in a row,
+        # so a session moving between executors is not reloaded back and forth).
+        for sid in [s for s in self.specs if s not in self.static]:
+            self._unassigned[sid] = 0 if sid in mine else self._unassigned.get(sid, 0) + 1
+            if self._unassigned[sid] >= self.retire_after_epochs:
+                unloaded = self.executor.remove_session(sid)
+                self.service.remove_session(sid)
+                del self.specs[sid], self._unassigned[sid]
+                logger.warning("retired session %s%s", sid, f", unloaded {', '.join(unloaded)}" if unloaded else "")
+
+    def host(self, sid: str) -> None:
+        """A plan gave this executor a session it does not host (e.g. a stage SLO from the latency
+        split): create it, loading the model first when it is new here."""
+        assert self.executor is not None and self.service is not None
+        try:
+            key = SessionKey.parse(sid)
+        except ConfigError:
+            logger.warning("plan names session %s, which is not MODEL-SLOms; ignored", sid)
+            return
+        runner = prof = None
+        if not self.executor.hosts_model(key.model):
+            try:
+                runners, profiles = self.load([key.model])
+            except Exception as e:  # an unknown or broken model must not stop the executor
+                logger.error("cannot load model %s for session %s: %s", key.model, sid, e)
+                return
+            runner, prof = runners[key.model], profiles[key.model]
+            logger.info("loaded model %s for session %s", key.model, sid)
+        spec = SessionSpec(sid, key.model, key.slo_s, policy=self.policy)
+        self.executor.add_session(spec, runner, prof)
+        self.service.add_session(sid)
+        self.specs[sid] = spec

@@ -1,0 +1,58 @@
+"""The ingest role (``vidnexus ingest``): one stream worker per enabled stream of this shard,
+following the registry (add, pause, resume, remove) without a restart, publishing sampled frames
+to the frames topic and each stream's status to the ``stream_status`` table."""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+from vidnexus.clock import Clock, MonotonicClock
+from vidnexus.config import Settings
+from vidnexus.connectors.bus import Bus
+from vidnexus.connectors.store import Store
+from vidnexus.contracts.topics import Topics
+from vidnexus.streams.ingest import StreamSpec, StreamStatus
+from vidnexus.streams.registry import StreamRegistry
+from vidnexus.streams.supervisor import IngestSupervisor
+
+__all__ = ["IngestRole"]
+
+
+class IngestRole:
+    """Ingest every enabled stream of shard ``shard`` of ``shards`` (and, with ``only``, those it accepts).
+
+    ``step`` syncs the stream workers with the registry, flushes what they published and reports
+    their status; it returns whether a stream is still being ingested.
+    """
+
+    def __init__(self, settings: Settings, *, bus: Bus, store: Store, clock: Clock | None = None,
+                 shard: int = 0, shards: int = 1, poll_s: float = 2.0, partitions: int = 8,
+                 only: Callable[[StreamSpec], bool] | None = None) -> None:
+        self.clock = clock or MonotonicClock()
+        self.bus = bus
+        self.topic = Topics(settings.topic_prefix).frames
+        bus.create_topic(self.topic, partitions)
+        self.registry = StreamRegistry(store)
+        self.supervisor = IngestSupervisor(self.registry, bus, self.topic, shard=shard, shards=shards,
+                                           poll_s=poll_s, clock=self.clock, only=only)
+
+    def step(self) -> bool:
+        sup = self.supervisor
+        sup.sync()
+        self.bus.flush()
+        sup.report()
+        return bool(sup.workers)
+
+    def statuses(self) -> list[StreamStatus]:
+        return self.supervisor.statuses()
+
+    def run(self, stop: threading.Event | None = None, *, once: bool = False,
+            on_tick: Callable[[list[StreamStatus]], None] | None = None) -> None:
+        """Follow the registry until ``stop``; with ``once``, return when every stream has ended."""
+        if stop is not None:
+            self.supervisor.stop = stop
+        self.supervisor.run(once=once, on_tick=on_tick)
+
+    def stop(self) -> None:
+        self.supervisor.stop.set()

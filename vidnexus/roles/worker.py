@@ -1,0 +1,261 @@
+"""The worker role: an app's operator chain on the frames topic.
+
+Frames are consumed in the app's consumer group (``<prefix>-app-<name>``: more workers share the
+partitions); each runs through :class:`~vidnexus.operators.engine.ChainEngine` (frames of one
+stream in order when the chain has a window); DNN steps call the executors over the bus
+(:class:`~vidnexus.operators.infer.RemoteBackend`); each frame's rows, with its ``vnx_frames``
+accounting row and the tables' schemas, are published as one message on the rows topic for the
+sink. A frame's offset is committed only after its rows message is on the bus (``flush``), so a
+worker killed at any point loses no frame; frames in flight are processed again and the tables
+count them once. A frame message that cannot be read goes to the frames dead-letter topic.
+
+Every ``report_every_s`` the worker publishes an :class:`~vidnexus.contracts.reports.AppReport`
+(the app's DNN graph and measured fan-out, for query analysis) and follows the scheduler's latency
+split for the app, unless stage SLOs were pinned (``split``).
+
+The same class runs over Kafka (``vidnexus worker``) and over the in-memory bus (embedded mode).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import threading
+from typing import Mapping
+
+from vidnexus.clock import Clock, MonotonicClock
+from vidnexus.config import Settings
+from vidnexus.connectors.bus import Bus, Consumer, Message
+from vidnexus.contracts.frames import Frame, decode_frame
+from vidnexus.contracts.reports import AppReport, encode_report
+from vidnexus.contracts.rows import encode_rows
+from vidnexus.contracts.topics import Topics
+from vidnexus.errors import CodecError
+from vidnexus.gpu_executor.client import ExecutorClient
+from vidnexus.operators.chain import App
+from vidnexus.operators.engine import ChainEngine, FrameOutcome, KeyedDispatcher, app_schemas, wants
+from vidnexus.operators.infer import RemoteBackend, stage_slos
+from vidnexus.roles.follow import PlanFollower
+
+__all__ = ["WorkerRole", "WorkerStats"]
+
+logger = logging.getLogger(__name__)
+
+
+class WorkerStats:
+    """What a worker has done since it started."""
+
+    def __init__(self) -> None:
+        self.frames = 0
+        self.rows = 0
+        self.skipped = 0
+        self.dead = 0
+        self.status: dict[str, int] = {}
+
+    def add(self, o: FrameOutcome) -> None:
+        if o.frame_no >= 0:
+            self.frames += 1
+            self.status[o.status] = self.status.get(o.status, 0) + 1
+        self.rows += o.row_count()
+
+
+class _Offsets:
+    """Per partition: offsets read and not finished, and the next offset to read (at-least-once:
+    commit up to the first unfinished frame)."""
+
+    def __init__(self) -> None:
+        self.open: dict[tuple[str, int], set[int]] = {}
+        self.next: dict[tuple[str, int], int] = {}
+        self.committed: dict[tuple[str, int], int] = {}
+
+    def read(self, m: Message) -> None:
+        tp = (m.topic, m.partition)
+        self.open.setdefault(tp, set()).add(m.offset)
+        self.next[tp] = max(self.next.get(tp, 0), m.offset + 1)
+
+    def done(self, m: Message) -> None:
+        self.open.get((m.topic, m.partition), set()).discard(m.offset)
+
+    def committable(self) -> dict[tuple[str, int], int]:
+        out = {tp: (min(self.open[tp]) if self.open.get(tp) else nxt) for tp, nxt in self.next.items()}
+        return {tp: o for tp, o in out.items() if self.committed.get(tp) != o}
+
+
+class WorkerRole:
+    """Run ``app``'s chain on the frames topic of ``bus``.
+
+    Args:
+        split: stage SLOs in ms to pin (model → ms); default: the app's SLO split evenly over its DNN
+            depth, then the scheduler's latency split once it is planned.
+        concurrency: frames in flight at once.
+    """
+
+    def __init__(self, settings: Settings, app: App, *, bus: Bus, clock: Clock | None = None,
+                 split: Mapping[str, float] | None = None, concurrency: int = 32, partitions: int = 8,
+                 worker_id: str | None = None, report_every_s: float = 5.0, commit_every_s: float = 0.5,
+                 client: ExecutorClient | None = None) -> None:
+        self.settings, self.app, self.bus = settings, app, bus
+        self.clock = clock or MonotonicClock()
+        self.topics = Topics(settings.topic_prefix)
+        self.id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.concurrency = concurrency
+        self.report_every_s, self.commit_every_s = report_every_s, commit_every_s
+        self.pinned = split is not None
+        for topic, n in ((self.topics.frames, partitions), (self.topics.rows, partitions),
+                         (self.topics.dead_letter("frames"), 1), (self.topics.apps, 1)):
+            bus.create_topic(topic, n)
+        self.client = client or ExecutorClient(bus, settings, clock=self.clock)
+        self.backend = RemoteBackend(app, self.client, stage_slos(app, dict(split) if split else None))
+        self.engine = ChainEngine(app, self.backend, clock=self.clock)
+        self.schemas = app_schemas(app)
+        self.group = self.topics.group(f"app-{app.name}")
+        self.stats = WorkerStats()
+        self._follower = None if self.pinned else PlanFollower(bus, self.topics)
+        self._consumer: Consumer | None = None
+        self._offsets = _Offsets()
+        self._next_report = self.clock.now() + report_every_s
+        self._last_commit = self.clock.now()
+        self._stop = threading.Event()
+
+    # -- one frame -----------------------------------------------------------------------------
+    def outcome_message(self, o: FrameOutcome) -> bytes:
+        """The rows message of one outcome."""
+        return encode_rows(o.all_rows(self.app.name), self.schemas)
+
+    async def handle(self, value: bytes, key: bytes | None) -> tuple[str, bytes | None, bytes] | None:
+        """What one frame message becomes: (topic, key, value) to publish — its rows message, or the
+        message itself to the dead-letter topic — or None for a frame of another app."""
+        try:
+            frame: Frame = decode_frame(value)
+        except CodecError as e:
+            logger.warning("app %s: a frame message to %s: %s", self.app.name, self.topics.dead_letter("frames"), e)
+            self.stats.dead += 1
+            return self.topics.dead_letter("frames"), key, value
+        if not wants(self.app, frame):
+            self.stats.skipped += 1
+            return None
+        outcome = await self.engine.run(frame)
+        self.stats.add(outcome)
+        return self.topics.rows, frame.stream_id.encode(), self.outcome_message(outcome)
+
+    def order_key(self, m: Message) -> str:
+        """Frames of a stream one after the other when the chain has a window, else all at once."""
+        stream = (m.key or b"").decode("utf-8", "replace")
+        return stream if self.engine.ordered else f"{stream}@{m.partition}:{m.offset}"
+
+    # -- control plane -------------------------------------------------------------------------
+    def report(self) -> AppReport:
+        g = self.app.graph()
+        return AppReport(self.app.name, self.id, self.app.slo_ms, tuple(g.models), tuple(g.edges),
+                         self.engine.fanout.snapshot(), self.clock.wall())
+
+    def publish_report(self) -> None:
+        try:
+            self.bus.publish(self.topics.apps, f"{self.app.name}/{self.id}".encode(), encode_report(self.report()))
+        except Exception as e:  # advisory: the chain keeps running without query analysis
+            logger.warning("cannot publish the app report: %s", e)
+
+    def follow_plan(self) -> None:
+        """Adopt the scheduler's latency split for this app once its sessions are served."""
+        if self._follower is None:
+            return
+        plan = self._follower.newest()
+        budgets = plan.split_to_adopt(self.app.name) if plan is not None else None
+        if budgets is not None and budgets != self.backend.slos:
+            logger.warning("app %s: stage SLOs from the scheduler's split: %s ms", self.app.name, budgets)
+            self.backend.slos = budgets
+
+    def housekeeping(self) -> None:
+        """Report and follow the plan when due."""
+        now = self.clock.now()
+        if now >= self._next_report:
+            self._next_report = now + self.report_every_s
+            self.publish_report()
+            self.follow_plan()
+
+    # -- the loop ------------------------------------------------------------------------------
+    def _subscribe(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = self.bus.subscribe([self.topics.frames], group=self.group)
+        return self._consumer
+
+    async def _one(self, m: Message) -> None:
+        try:
+            out = await self.handle(m.value, m.key)
+            if out is not None:
+                self.bus.publish(*out)
+        except Exception as e:  # the engine accounts per-frame failures; this is the bus failing
+            logger.error("app %s: frame at %s[%d]@%d not processed: %s", self.app.name, m.topic, m.partition,
+                         m.offset, e)
+            raise
+        self._offsets.done(m)
+
+    def commit(self) -> None:
+        """Make the published rows durable, then commit up to the first unfinished frame."""
+        offsets = self._offsets.committable()
+        if not offsets or self._consumer is None:
+            return
+        self.bus.flush()
+        self._consumer.commit(offsets)
+        self._offsets.committed.update(offsets)
+
+    async def step(self, dispatcher: KeyedDispatcher, timeout_s: float = 0.1) -> int:
+        """Poll once and start every frame read (waiting for a free slot as needed); commit and
+        report when due. Returns the frames read."""
+        consumer = self._subscribe()
+        loop = asyncio.get_running_loop()
+        msgs = await loop.run_in_executor(None, lambda: consumer.poll(timeout_s=timeout_s))
+        for m in msgs:
+            self._offsets.read(m)
+            await dispatcher.submit(self.order_key(m), lambda m=m: self._one(m))
+        if self.clock.now() - self._last_commit >= self.commit_every_s:
+            self._last_commit = self.clock.now()
+            await loop.run_in_executor(None, self.commit)
+        self.housekeeping()
+        return len(msgs)
+
+    async def run_async(self, stop: threading.Event, *, until_idle_s: float | None = None) -> WorkerStats:
+        """Process frames until ``stop`` is set (or no frame arrived for ``until_idle_s`` with none
+        in flight); then finish the frames in flight, close open windows, commit."""
+        disp = KeyedDispatcher(self.concurrency)
+        idle = 0.0
+        try:
+            while not stop.is_set() and not self._stop.is_set():
+                t0 = self.clock.now()
+                n = await self.step(disp)
+                idle = 0.0 if n or disp.in_flight else idle + (self.clock.now() - t0)
+                if until_idle_s is not None and idle >= until_idle_s:
+                    break
+            await disp.drain()
+            for o in await self.engine.flush():  # windows still open: their rows now
+                self.stats.add(o)
+                self.bus.publish(self.topics.rows, o.stream.encode(), self.outcome_message(o))
+            self.commit()
+        finally:
+            self.close()
+        return self.stats
+
+    def run(self, stop: threading.Event | None = None) -> WorkerStats:
+        return asyncio.run(self.run_async(stop or self._stop))
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        if self._follower is not None:
+            self._follower.close()
+            self._follower = None
+        self.client.close()
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"WorkerRole({self.app.name!r}, id={self.id!r})"
+
+
+def worker_group(settings: Settings, app: App) -> str:
+    """The consumer group of ``app``'s workers."""
+    return Topics(settings.topic_prefix).group(f"app-{app.name}")
