@@ -21,6 +21,7 @@ from vidnexus.config import Settings
 from vidnexus.connectors.clickhouse_store import ClickHouseStore
 from tests.integration.conftest import kafka_bus_of
 from vidnexus.contracts.frames import Frame, encode_frame
+from vidnexus.contracts.topics import Topics
 from vidnexus.streams.images import jpeg_encode
 from vidnexus.streams.sampling import FpsSampler
 

@@ -50,6 +50,7 @@ def test_a_user_app_writes_the_same_rows_embedded_and_distributed(kafka_bootstra
 
     # Embedded: `vidnexus run`, its own chdb store (a data directory with the models and a store of its own).
     emb_data = tmp_path / "embedded"
+    emb_data.mkdir()
     (emb_data / "models").symlink_to(data / "models", target_is_directory=True)
     if (data / "profiles").exists():
         (emb_data / "profiles").symlink_to(data / "profiles", target_is_directory=True)

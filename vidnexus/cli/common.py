@@ -17,7 +17,7 @@ from vidnexus.errors import ConfigError
 __all__ = ["console", "err_console", "finite", "settings", "print_result", "require_kafka"]
 
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # status lines: one per line, never wrapped
 
 
 def finite(value: float | None) -> float | None:
