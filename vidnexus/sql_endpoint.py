@@ -145,7 +145,8 @@ class SqlEndpoint:
 
         self.httpd = ThreadingHTTPServer((host, port), Handler)
         self.httpd.daemon_threads = True
-        self.address = self.httpd.server_address
+        host_, port_ = self.httpd.server_address[:2]  # AF_INET: (host, port) with host a str
+        self.address: tuple[str, int] = (host_ if isinstance(host_, str) else bytes(host_).decode(), port_)
         self._thread: threading.Thread | None = None
 
     def check_token(self, client: str, auth: str, header_token: str) -> float | None:

@@ -86,7 +86,7 @@ def parse_ast(rows: list[str]) -> AstNode:
         m = _ROW.fullmatch(row[depth:])
         if m is None or "\n" in row or (stack and depth > stack[-1][0] + 1) or (not stack and depth != 0):
             raise RefusedQuery(f"cannot read the parse tree at {row.strip()[:80]!r}")
-        node = {"kind": m["kind"], "text": (m["text"] or "").strip(), "alias": m["alias"],
+        node: dict[str, Any] = {"kind": m["kind"], "text": (m["text"] or "").strip(), "alias": m["alias"],
                 "n": int(m["n"] or 0), "children": []}
         while stack and stack[-1][0] >= depth:
             stack.pop()

@@ -27,7 +27,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     # Nexus's traffic detector takes 47 ms at batch 1 on its GPU; this CPU is slower, so the SLOs are
     # scaled by the same factor (stated in the output) to keep the stages' latency/SLO ratios.
     scale = max(1.0, det.latency(1) / 0.047)
-    results = []
+    results: list[dict[str, Any]] = []
     table = Table("γ", "SLO ms", "split det/cls ms", "analyzer req/s/dev", "even req/s/dev", "gain",
                   title="latency split: SSDlite → MobileNetV3-Small")
     for gamma in (0.1, 1.0, 10.0):

@@ -74,7 +74,8 @@ def _versions(py: str) -> dict[str, str]:
     code = ("import json, importlib.metadata as m, sys; print(json.dumps({'python': sys.version.split()[0], "
             "**{p: m.version(p) for p in ('nvidia-pytriton', 'ray', 'torch', 'numpy')}}))")
     out = subprocess.run([py, "-c", code], capture_output=True, text=True, check=True).stdout
-    return json.loads(out)
+    versions: dict[str, str] = json.loads(out)
+    return versions
 
 
 def _free_port() -> int:
@@ -106,7 +107,8 @@ def make_model_file(path: Path) -> Path:
             self.m = m
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.m(x).argmax(1)
+            logits: torch.Tensor = self.m(x)
+            return logits.argmax(1)
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -376,9 +378,9 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     if not quick:
         three = {f"m{k}": TorchRunner(f"m{k}", torch.jit.load(str(model)).eval(), postprocess=lambda t: int(t))
                  for k in range(len(multi))}
-        for r in three.values():
-            r([x] * 32)
-            r([x])
+        for warm in three.values():
+            warm([x] * 32)
+            warm([x])
         measure("vnx-inproc", "multi", _vnx_inproc(three, prof, multi), multi)
 
     # vidnexus behind Kafka.

@@ -23,7 +23,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, cast
 
 SHAPE = (3, 224, 224)
 
@@ -99,10 +99,10 @@ def run_triton(a: argparse.Namespace) -> None:
     from pytriton.triton import Triton, TritonConfig
 
     def infer_fn(model: Any) -> Callable[..., dict[str, Any]]:
-        @batch
+        @batch  # type: ignore[untyped-decorator]  # pytriton lives in the peers venv: untyped here
         def infer(x: Any) -> dict[str, Any]:
             return {"y": _forward(model, x).astype(np.int64).reshape(-1, 1)}
-        return infer
+        return cast("Callable[..., dict[str, Any]]", infer)  # @batch keeps the call signature
 
     cfg = TritonConfig(http_port=a.port, grpc_port=a.port + 1, metrics_port=a.port + 2, log_verbose=0)
     with Triton(config=cfg) as triton:
@@ -151,7 +151,8 @@ def run_ray(a: argparse.Namespace, http: bool) -> None:
             self.infer.set_max_batch_size(max_batch)
             self.infer.set_batch_wait_timeout_s(wait_s)
 
-        @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.01)
+        # ray lives in the peers venv: untyped here.
+        @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.01)  # type: ignore[untyped-decorator]
         async def infer(self, xs: list[Any]) -> list[int]:
             return [int(v) for v in _forward(self.model, np.stack(xs))]
 
@@ -159,7 +160,9 @@ def run_ray(a: argparse.Namespace, http: bool) -> None:
             body = await request.body()
             return {"y": await self.infer(np.frombuffer(body, dtype=np.float32).reshape(SHAPE))}
 
-    handles = [serve.run(Model.bind(a.model, a.threads, a.max_batch, a.wait_s), name=f"m{k}", route_prefix=f"/m{k}")
+    deployment: Any = Model  # serve.deployment made it a Deployment (ray is in the peers venv: untyped here)
+    handles = [serve.run(deployment.bind(a.model, a.threads, a.max_batch, a.wait_s), name=f"m{k}",
+                         route_prefix=f"/m{k}")
                for k in range(a.copies)]
     x = np.random.default_rng(0).random(SHAPE, dtype=np.float32)
     loop = asyncio.new_event_loop()

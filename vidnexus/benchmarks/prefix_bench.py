@@ -81,8 +81,8 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
                     res = drive(trace, lambda a: ex.submit(a.session_id, x))
                 return good_fraction(res, slo)
 
-            g = probe_goodput(lambda r, frac=frac: best_of(2, lambda: frac(r)), 0.05 * t_sat, 1.5 * t_sat, tol=0.08 if quick else 0.03,
-                              target=limits["target"], budget_s=limits["search_budget_s"])
+            g = probe_goodput(lambda r: best_of(2, lambda: frac(r)), 0.05 * t_sat, 1.5 * t_sat,
+                              tol=0.08 if quick else 0.03, target=limits["target"], budget_s=limits["search_budget_s"])
             key = "pb" if prefix else "no_pb"
             row[f"goodput_{key}"] = round(g, 1)
             row[f"param_mib_{key}"] = round(mem / 2**20, 2)

@@ -36,5 +36,5 @@ def measured_profiles(quick: bool, console: Any = None) -> dict[str, Profile]:
         x = np.random.default_rng(0).random(shape, dtype=np.float32)
         warm_up(runner, x, (1, 2))
         sz = [b for b in sizes if not detection or b <= 8]
-        out[name], _ = profile_runner(runner, lambda x=x: x, sz, repeats=2 if quick else 3, warmup=1)
+        out[name], _ = profile_runner(runner, lambda: x, sz, repeats=2 if quick else 3, warmup=1)  # called now
     return out

@@ -118,14 +118,16 @@ def _process(bootstrap: str, warm: int, n: int, runtime: str) -> dict[str, Any]:
                           "--runtime", runtime], env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
                          preexec_fn=_pin)
     try:
+        stderr = p.stderr
+        assert stderr is not None  # stderr=PIPE
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            line = p.stderr.readline()
+            line = stderr.readline()
             if "started" in line:
                 break
             if not line and p.poll() is not None:
                 raise VidnexusError(f"the {runtime} worker exited before starting")
-        threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
+        threading.Thread(target=lambda: [None for _ in stderr], daemon=True).start()
         consumer = bus.subscribe([topics.rows], group=None, from_beginning=True)
 
         def pump(msgs: list[bytes], want: int) -> float:

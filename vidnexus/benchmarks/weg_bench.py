@@ -140,10 +140,10 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         pool["train_cache"][t] = features_of(gm.models[t], xs, ys)
         val = features_of(gm.models[t], vx, vy)
         pool["feats"][t] = features_of(gm.models[t], px, py).feats
-        table = {n: accuracy_terms(pool["train_cache"][t], val, n, trials=4 if quick else 10, classes=g.N_CLASSES)
-                 for n in sizes}
-        tables[t] = {str(n): [round(v, 4) for v in terms] for n, terms in table.items()}
-        acc_models.append((t, AccuracyModel(table)))
+        terms_by_n = {n: accuracy_terms(pool["train_cache"][t], val, n, trials=4 if quick else 10, classes=g.N_CLASSES)
+                      for n in sizes}
+        tables[t] = {str(n): [round(v, 4) for v in terms] for n, terms in terms_by_n.items()}
+        acc_models.append((t, AccuracyModel(terms_by_n)))
     # Cheapest template first (template selection takes the first good enough).
     acc_models.sort(key=lambda tm: costs[tm[0]])
     setup.update({"oracle_val_accuracy": round(a_star, 4), "cost_ms_batch1": costs, "eq51_terms": tables,

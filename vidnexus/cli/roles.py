@@ -325,7 +325,12 @@ def _embedded(app: Any, streams: Any, *, fresh: bool, realtime_note: str, timeou
         where = "VNX_SQL_TOKEN" if cfg.sql_token else str(path)
         err_console.print(f"run: SQL at http://127.0.0.1:{run.endpoint.address[1]}/sql (token: {where})")
     stopping = threading.Event()
-    _stop_on_signals(lambda: (stopping.set(), run.stop()))
+
+    def stop() -> None:
+        stopping.set()
+        run.stop()
+
+    _stop_on_signals(stop)
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                       TimeElapsedColumn(), console=err_console, transient=False) as prog:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from vidnexus.connectors.bus import Message
 from vidnexus.errors import ConnectorError
@@ -26,6 +26,13 @@ def _unreachable(what: str, bootstrap: str, exc: BaseException) -> ConnectorErro
         "Check VNX_KAFKA_BOOTSTRAP, or start the local broker with `vidnexus services up`.",
         retryable=True,
     )
+
+
+def _headers(raw: Mapping[str, str | bytes | None] | Sequence[tuple[str, str | bytes | None]] | None,
+             ) -> tuple[tuple[str, bytes], ...]:
+    """A consumed record's headers as (name, bytes) pairs (librdkafka gives a list of (str, bytes | None))."""
+    pairs = raw.items() if isinstance(raw, Mapping) else (raw or [])
+    return tuple((k, v.encode() if isinstance(v, str) else v or b"") for k, v in pairs)
 
 
 class _QuietLog:
@@ -91,7 +98,7 @@ class ConfluentBus:
     # -- topics -------------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int = 4, *, compacted: bool = False) -> None:
         from confluent_kafka import KafkaError, KafkaException
-        from confluent_kafka.admin import NewTopic
+        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # re-exported without `as`
 
         config = {"max.message.bytes": str(self.max_message_bytes + 64 * 1024)}
         if compacted:
@@ -134,7 +141,7 @@ class ConfluentBus:
         """Records of ``topic``'s ``partitions`` that consumer group ``group`` has not committed yet
         (from the earliest offset where it committed nothing)."""
         from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-        from confluent_kafka.admin import OffsetSpec
+        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]  # re-exported without `as`
 
         tps = [TopicPartition(topic, p) for p in partitions]
         try:
@@ -251,8 +258,10 @@ class ConfluentConsumer:
                     logger.warning("consumer %s: %s", self.group, err)
                 continue
             _, ts = m.timestamp()
-            out.append(Message(m.topic(), m.partition(), m.offset(), m.key(), m.value() or b"", ts,
-                               tuple((k, v or b"") for k, v in (m.headers() or []))))
+            topic, partition, offset = m.topic(), m.partition(), m.offset()
+            # A consumed message without an error always has its topic, partition and offset.
+            assert topic is not None and partition is not None and offset is not None
+            out.append(Message(topic, partition, offset, m.key(), m.value() or b"", ts, _headers(m.headers())))
         return out
 
     def commit(self, offsets: dict[tuple[str, int], int] | None = None) -> None:

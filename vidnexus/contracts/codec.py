@@ -26,7 +26,8 @@ __all__ = ["pack", "unpack", "to_json", "from_json"]
 
 def pack(kind: str, version: int, fields: Sequence[Any]) -> bytes:
     """``[version, kind, *fields]`` as msgpack."""
-    return msgpack.packb([version, kind, *fields], use_bin_type=True)
+    raw: bytes = msgpack.packb([version, kind, *fields], use_bin_type=True)
+    return raw
 
 
 def unpack(raw: bytes, kind: str, version: int, n_fields: int) -> list[Any]:

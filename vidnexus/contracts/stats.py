@@ -65,6 +65,10 @@ def _nan_free(v: float) -> float | None:
     return None if v != v else v  # NaN (no samples yet) is not JSON
 
 
+def _nan_back(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: (float("nan") if v is None else v) for k, v in fields.items()}  # undoes _nan_free
+
+
 def encode_stats(s: ExecutorStats) -> bytes:
     doc: dict[str, Any] = {
         "executor": s.executor, "device": s.device, "ts": s.ts, "targets": s.targets, "serving": list(s.serving),
@@ -79,8 +83,7 @@ def decode_stats(raw: bytes) -> ExecutorStats:
     """Raises CodecError on a malformed or unknown document."""
     d = from_json(raw, "stats", STATS_VERSION)
     try:
-        sessions = tuple(SessionStats(**{k: (float("nan") if v is None else v) for k, v in x.items()})
-                         for x in d.get("sessions", []))
+        sessions = tuple(SessionStats(**_nan_back(x)) for x in d.get("sessions", []))
         return ExecutorStats(str(d["executor"]), str(d["device"]), float(d["ts"]),
                              {str(k): int(v) for k, v in d.get("targets", {}).items()},
                              tuple(str(x) for x in d.get("serving", [])),

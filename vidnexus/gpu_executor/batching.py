@@ -52,7 +52,7 @@ class BatchPolicy(Protocol):
         ...
 
 
-def drop_reason(deadline: float, now: float, profile: Profile) -> str:
+def drop_reason(deadline: float, now: float, profile: Profile) -> Literal["deadline", "early_drop"]:
     """``deadline`` when the request could not have finished even alone, else ``early_drop``."""
     return "deadline" if deadline < now + profile.latency(1) else "early_drop"
 

@@ -60,7 +60,12 @@ class ExecutorClient:
             self._futures[rid] = (fut, self._clock.now())
             if expires_wall is not None:
                 heapq.heappush(self._expiry, (expires_wall, rid))
-        fut.add_done_callback(lambda f, rid=rid: self._forget(rid) if f.cancelled() else None)
+
+        def forget_if_cancelled(f: Future[Reply]) -> None:
+            if f.cancelled():
+                self._forget(rid)
+
+        fut.add_done_callback(forget_if_cancelled)
         dl = deadline_wall if deadline_wall is not None else self._clock.wall() + (slo_s or 1.0)
         req = InferRequest(rid, str(session_id), dl, self.reply_topic, x, **meta)
         self.bus.publish(self.topics.requests(session_id), rid.encode(), encode_request(req))

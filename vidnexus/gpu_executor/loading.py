@@ -60,7 +60,7 @@ def prepare_models(
         x = np.zeros(shape, np.float32)
         prof = load_profile(settings.data_dir / "profiles", name, device)
         if prof is None:
-            prof, _ = profile_runner(runners[name], lambda x=x: x, [1, 2, 4, 8], repeats=2, warmup=1)
+            prof, _ = profile_runner(runners[name], lambda: x, [1, 2, 4, 8], repeats=2, warmup=1)  # called now
             save_profile(settings.data_dir / "profiles", name, device, prof)
         profiles[name] = prof
         # The first batch of each new size builds kernels (100+ ms on a CPU): do it before serving,

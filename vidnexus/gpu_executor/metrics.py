@@ -9,7 +9,11 @@ from __future__ import annotations
 import threading
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prometheus_client import Counter as PCounter
+    from prometheus_client import Gauge, Histogram
 
 __all__ = ["SessionMetrics", "ExecutorMetrics", "percentile"]
 
@@ -61,6 +65,17 @@ class SessionMetrics:
         }
 
 
+@dataclass(frozen=True)
+class _Prometheus:
+    """The Prometheus mirror of :class:`ExecutorMetrics`."""
+
+    arrivals: PCounter
+    drops: PCounter
+    batch: Histogram
+    latency: Histogram
+    busy: Gauge
+
+
 class ExecutorMetrics:
     """All sessions of one executor, thread-safe; optional Prometheus mirror."""
 
@@ -68,21 +83,21 @@ class ExecutorMetrics:
         self._lock = threading.Lock()
         self.sessions: dict[str, SessionMetrics] = {}
         self.busy_s = 0.0
-        self._prom = None
+        self._prom: _Prometheus | None = None
         if prometheus_registry is not None:
             from prometheus_client import Counter as PCounter
             from prometheus_client import Gauge, Histogram
 
-            self._prom = {
-                "arrivals": PCounter("vnx_requests", "Requests received", ["session"], registry=prometheus_registry),
-                "drops": PCounter("vnx_drops", "Requests dropped", ["session", "reason"], registry=prometheus_registry),
-                "batch": Histogram("vnx_batch_size", "Batch size", ["session"],
-                                   buckets=(1, 2, 4, 8, 16, 32, 64, 128), registry=prometheus_registry),
-                "latency": Histogram("vnx_latency_seconds", "Request latency", ["session"],
-                                     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6),
-                                     registry=prometheus_registry),
-                "busy": Gauge("vnx_device_busy_seconds", "Device busy time", registry=prometheus_registry),
-            }
+            self._prom = _Prometheus(
+                arrivals=PCounter("vnx_requests", "Requests received", ["session"], registry=prometheus_registry),
+                drops=PCounter("vnx_drops", "Requests dropped", ["session", "reason"], registry=prometheus_registry),
+                batch=Histogram("vnx_batch_size", "Batch size", ["session"],
+                                buckets=(1, 2, 4, 8, 16, 32, 64, 128), registry=prometheus_registry),
+                latency=Histogram("vnx_latency_seconds", "Request latency", ["session"],
+                                  buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6),
+                                  registry=prometheus_registry),
+                busy=Gauge("vnx_device_busy_seconds", "Device busy time", registry=prometheus_registry),
+            )
 
     def _s(self, sid: str) -> SessionMetrics:
         m = self.sessions.get(sid)
@@ -97,22 +112,22 @@ class ExecutorMetrics:
             if m.first_arrival is None:
                 m.first_arrival = now
             m.last_arrival = now
-        if self._prom:
-            self._prom["arrivals"].labels(sid).inc()
+        if self._prom is not None:
+            self._prom.arrivals.labels(sid).inc()
 
     def drop(self, sid: str, reason: str) -> None:
         with self._lock:
             self._s(sid).drops[reason] += 1
-        if self._prom:
-            self._prom["drops"].labels(sid, reason).inc()
+        if self._prom is not None:
+            self._prom.drops.labels(sid, reason).inc()
 
     def batch(self, sid: str, size: int, seconds: float) -> None:
         with self._lock:
             self._s(sid).batches[size] += 1
             self.busy_s += seconds
-        if self._prom:
-            self._prom["batch"].labels(sid).observe(size)
-            self._prom["busy"].inc(seconds)
+        if self._prom is not None:
+            self._prom.batch.labels(sid).observe(size)
+            self._prom.busy.inc(seconds)
 
     def reply(self, sid: str, latency_s: float, queue_s: float, within_slo: bool) -> None:
         with self._lock:
@@ -121,8 +136,8 @@ class ExecutorMetrics:
             m.within_slo += int(within_slo)
             m.latency_s.append(latency_s)
             m.queue_s.append(queue_s)
-        if self._prom:
-            self._prom["latency"].labels(sid).observe(latency_s)
+        if self._prom is not None:
+            self._prom.latency.labels(sid).observe(latency_s)
 
     def snapshot(self, elapsed_s: float) -> list[dict[str, Any]]:
         with self._lock:

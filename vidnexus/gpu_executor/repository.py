@@ -97,9 +97,10 @@ class ModelRepository:
         if not self.path.exists():
             return {}
         try:
-            return json.loads(self.path.read_text())
+            registered: dict[str, list[dict[str, Any]]] = json.loads(self.path.read_text())
         except json.JSONDecodeError as e:
             raise ModelError(f"model registry {self.path} is corrupt: {e}") from None
+        return registered
 
     def list(self) -> list[ModelSpec]:
         out = [self._builtin(n) for n in self.catalog]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import Future
+from functools import partial
 from typing import Any, Sequence
 
 from vidnexus.clock import Clock, MonotonicClock
@@ -85,6 +87,10 @@ class ExecutorService:
                 self.topics = wanted
                 self._resubscribe = True
 
+    def _reply_when_done(self, reply_to: str, request_id: str, session_id: str, tp: tuple[str, int], offset: int,
+                         fut: Future[Reply]) -> None:
+        self._publish_reply(reply_to, request_id, session_id, fut.result(), tp, offset)
+
     def _publish_reply(self, reply_to: str, request_id: str, session_id: str, r: Reply, tp: tuple[str, int],
                        offset: int) -> None:
         try:
@@ -147,10 +153,8 @@ class ExecutorService:
             local_deadline = self.clock.now() + (req.deadline_wall - self.clock.wall())
             self._read(tp, m.offset, answered=False)
             fut = self.executor.submit(req.session_id, req.input, deadline=local_deadline)
-            fut.add_done_callback(
-                lambda f, to=req.reply_to, rid=req.request_id, sid=req.session_id, tp=tp, off=m.offset:
-                self._publish_reply(to, rid, sid, f.result(), tp, off)
-            )
+            fut.add_done_callback(partial(self._reply_when_done, req.reply_to, req.request_id, req.session_id, tp,
+                                          m.offset))
         if self.clock.now() - self._last_commit >= commit_every_s:
             self._commit_answered(self._consumer)
             self._last_commit = self.clock.now()

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Literal, Sequence
 
 import cv2
+import cv2.data  # the bundled Haar cascades (a submodule the stubs do not declare on cv2)
 import numpy as np
 
 from vidnexus.operators.tracking import Box, IouTracker, Track, moving_tracks, nms
@@ -164,7 +165,8 @@ class HogPeopleDetector:
                  scale: float = 1.03, min_score: float = 0.7, nms_iou: float = 0.3,
                  containment: float = 0.7) -> None:
         self._hog = cv2.HOGDescriptor()
-        self._hog.setSVMDetector(cv2.HOGDescriptor_getDefaultPeopleDetector())
+        # An ndarray at run time (the stubs say Sequence[float]); asarray returns that same array.
+        self._hog.setSVMDetector(np.asarray(cv2.HOGDescriptor.getDefaultPeopleDetector(), np.float32))
         self.resize = Resize(max_side)
         self.hit_threshold, self.win_stride, self.scale = hit_threshold, win_stride, scale
         self.min_score, self.nms_iou, self.containment = min_score, nms_iou, containment

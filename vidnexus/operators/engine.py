@@ -400,7 +400,12 @@ class KeyedDispatcher:
 
         task = asyncio.create_task(run())
         self._tails[key] = task
-        task.add_done_callback(lambda t, k=key: self._tails.pop(k, None) if self._tails.get(k) is t else None)
+
+        def forget(t: asyncio.Task[Any]) -> None:
+            if self._tails.get(key) is t:
+                self._tails.pop(key, None)
+
+        task.add_done_callback(forget)
         return task
 
     async def drain(self) -> None:

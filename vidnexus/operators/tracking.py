@@ -135,7 +135,7 @@ class IouTracker:
                 self.live.append(t)
             t.history.append((frame_no, b))
             seen.append(t)
-        still = []
+        still: list[Track] = []
         for t in self.live:
             (still if frame_no - t.last_frame <= self.max_missed else self.finished).append(t)
         self.live = still

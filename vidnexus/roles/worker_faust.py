@@ -118,7 +118,7 @@ def run_faust_worker(app: App, settings: Settings, *, concurrency: int = 32, par
             await disp.submit(key, lambda ev=event: handle(stream, ev))
 
     if stall_s > 0:
-        @fapp.timer(interval=min(5.0, stall_s / 2))
+        @fapp.timer(interval=min(5.0, stall_s / 2))  # type: ignore[untyped-decorator]  # faust: unannotated
         async def watchdog() -> None:
             if not stall_suspected(clock.now(), delivery[0], disp.in_flight, stall_s):
                 return
@@ -142,14 +142,14 @@ def run_faust_worker(app: App, settings: Settings, *, concurrency: int = 32, par
                 else:
                     delivery[0] = clock.now()  # no handler: report again after another stall_s
 
-    @fapp.timer(interval=role.report_every_s)
+    @fapp.timer(interval=role.report_every_s)  # type: ignore[untyped-decorator]  # faust: unannotated
     async def report() -> None:
         """The app's DNN graph and measured fan-out for query analysis; the scheduler's split."""
         role.publish_report()
         role.follow_plan()
 
     if on_ready is not None:
-        @fapp.task
+        @fapp.task  # type: ignore[untyped-decorator]  # faust: unannotated
         async def started() -> None:
             delivery[0] = clock.now()
             on_ready()

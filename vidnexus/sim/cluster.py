@@ -58,12 +58,12 @@ def simulate_cluster(
     routes: dict[str, dict[int, float]] = {}
     slo: dict[str, float] = {}
     for i, node in enumerate(plan.nodes):
-        specs = [SessionSpec(a.session_id, a.model, a.slo_s, policy=policy) for a in node.allocations]
-        targets = {a.session_id: a.batch for a in node.allocations}
+        specs = [SessionSpec(al.session_id, al.model, al.slo_s, policy=policy) for al in node.allocations]
+        targets = {al.session_id: al.batch for al in node.allocations}
         cores.append(DutyCycle(specs, profiles, targets))
-        for a in node.allocations:
-            routes.setdefault(a.session_id, {})[i] = a.rate
-            slo[a.session_id] = a.slo_s
+        for al in node.allocations:
+            routes.setdefault(al.session_id, {})[i] = al.rate
+            slo[al.session_id] = al.slo_s
     routers = {sid: Router(w) for sid, w in routes.items()}
     res = SimResult(per_session={sid: Counter() for sid in routes})
     arrival_t: dict[int, float] = {}

@@ -40,7 +40,8 @@ class SpecializedHead:
         logits = feats @ self.weight.T + self.bias
         k = logits.argmax(1)
         lut = np.array(list(self.dominant) + [-1])
-        return lut[k]
+        classes: np.ndarray = lut[k]
+        return classes
 
 
 def specialize(cache: FeatureCache, dominant: Sequence[int], *, skew: float = 0.6, steps: int = 200,

@@ -142,7 +142,7 @@ def _declared_end(c: Any, s: Any) -> float | None:
     if m:
         return start + int(m[1]) * 3600 + int(m[2]) * 60 + float(m[3])
     if c.duration and len(c.streams) == 1:
-        return (c.start_time or 0) / 1e6 + c.duration / 1e6
+        return float((c.start_time or 0) / 1e6 + c.duration / 1e6)
     return None
 
 

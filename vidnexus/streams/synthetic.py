@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 from urllib.parse import parse_qs, urlparse
 
 import numpy as np
@@ -24,7 +24,7 @@ import numpy as np
 from vidnexus.errors import StreamError
 
 __all__ = ["SyntheticSource", "synthetic_source", "GENERATORS", "RawFrame", "HudLayout", "render_digit_cell", "HUD",
-           "FONTS", "query_number", "rate_problem", "size_problem"]
+           "FONTS", "Blob", "query_number", "rate_problem", "size_problem"]
 
 MAX_FPS = 1000.0
 MAX_SECONDS = 1e7  # ~116 days of video
@@ -61,7 +61,7 @@ class RawFrame:
     index: int
     pts: float
     image: Any
-    truth: dict[str, int] = field(default_factory=dict)
+    truth: Mapping[str, int | str] = field(default_factory=dict)
     keyframe: bool = False
 
 
@@ -79,6 +79,31 @@ def render_digit_cell(
     ox = x + (CELL_W - tw) // 2 + rng.randint(-1, 1)
     oy = y + (CELL_H + th) // 2 + rng.randint(-1, 1)
     cv2.putText(img, str(digit), (ox, oy), font, scale, fg, thick, cv2.LINE_AA)
+
+
+@dataclass
+class Blob:
+    """A coloured disc drifting across a synthetic frame (background motion), wrapping at the edges."""
+
+    x: float
+    y: float
+    vx: float
+    vy: float
+    radius: int
+    color: tuple[int, int, int]
+
+    @classmethod
+    def random(cls, rng: random.Random, width: int, height: int, radius: tuple[int, int]) -> "Blob":
+        return cls(rng.uniform(0, width), rng.uniform(0, height), rng.uniform(-40, 40), rng.uniform(-30, 30),
+                   rng.randint(*radius), (rng.randint(40, 255), rng.randint(40, 255), rng.randint(40, 255)))
+
+    def step_and_draw(self, img: np.ndarray, dt: float, width: int, height: int) -> None:
+        """Move by ``dt`` seconds, then draw onto ``img``."""
+        import cv2
+
+        self.x = (self.x + self.vx * dt) % width
+        self.y = (self.y + self.vy * dt) % height
+        cv2.circle(img, (int(self.x), int(self.y)), self.radius, self.color, -1)
 
 
 class SyntheticSource:
@@ -115,19 +140,12 @@ class SyntheticSource:
             raise StreamError(str(e).replace("synthetic source:", f"synthetic URL {url!r}:")) from None
 
     def frames(self) -> Iterator[RawFrame]:
-        import cv2
-
         rng = random.Random(self.seed)
         font = rng.choice(FONTS)
         fg = (rng.randint(200, 255), rng.randint(200, 255), rng.randint(160, 255))
         bg = (rng.randint(0, 50), rng.randint(0, 50), rng.randint(0, 50))
         score, kills = rng.randint(0, 200), rng.randint(0, 10)
-        blobs = [
-            [rng.uniform(0, self.width), rng.uniform(0, self.height), rng.uniform(-40, 40),
-             rng.uniform(-30, 30), rng.randint(8, 30),
-             (rng.randint(40, 255), rng.randint(40, 255), rng.randint(40, 255))]
-            for _ in range(5)
-        ]
+        blobs = [Blob.random(rng, self.width, self.height, (8, 30)) for _ in range(5)]
         n = int(round(self.seconds * self.fps))
         np_rng = np.random.default_rng(self.seed)
         for i in range(n):
@@ -136,9 +154,7 @@ class SyntheticSource:
             ramp = np.linspace(60, 140, self.width, dtype=np.float32)
             img[:] = np.stack([ramp * 0.6, ramp * 0.8, ramp], axis=-1).astype(np.uint8)
             for b in blobs:
-                b[0] = (b[0] + b[2] * dt) % self.width
-                b[1] = (b[1] + b[3] * dt) % self.height
-                cv2.circle(img, (int(b[0]), int(b[1])), b[4], b[5], -1)
+                b.step_and_draw(img, dt, self.width, self.height)
             if rng.random() < 0.3:
                 score = min(999, score + rng.randint(1, 25))
             if rng.random() < 0.05:

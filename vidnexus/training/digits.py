@@ -43,7 +43,8 @@ def cell_to_input(cell_bgr: Any) -> np.ndarray:
         g /= m
     if g.mean() > 0.5:  # dark digits on a light background: invert, so ink is always bright
         g = 1.0 - g
-    return g[None, :, :]
+    x: np.ndarray = g[None, :, :]
+    return x
 
 
 def render_cells(n: int, seed: int, noise: float = 6.0) -> tuple[np.ndarray, np.ndarray]:

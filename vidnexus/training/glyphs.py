@@ -148,10 +148,12 @@ def build_model(arch: str) -> Any:
             self.body, self.head = body, nn.Linear(dim, N_CLASSES)
 
         def features(self, x: torch.Tensor) -> torch.Tensor:
-            return self.body(x)
+            f: torch.Tensor = self.body(x)
+            return f
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.head(self.body(x))
+            y: torch.Tensor = self.head(self.body(x))
+            return y
 
     def block(i: int, o: int, stride: int = 1, bn: bool = True) -> list[nn.Module]:
         layers: list[nn.Module] = [nn.Conv2d(i, o, 3, stride, 1, bias=not bn)]

@@ -113,7 +113,7 @@ def to_row(r: Inferred) -> dict[str, Any]:
 @app.chain
 def pipeline(frames: Stream) -> Stream:
     if keypoints is not None:  # compute only: the frame goes on unchanged
-        frames = frames.infer(keypoints, input=frame_input(KEYPOINTS_MODEL), merge=keep_element)
+        frames = frames.infer(keypoints, input=frame_input(keypoints.name), merge=keep_element)
     return frames.map(crop).infer(pose, input=crop_of).map(to_row).sink(frames_table)
 
 

@@ -128,7 +128,8 @@ def pose_similarity(kp: np.ndarray, ref: np.ndarray) -> float:
         hip = (p[7] + p[8]) / 2
         neck = (p[1] + p[2]) / 2
         s = max(1e-6, float(np.linalg.norm(neck - hip)))
-        return (p - hip) / s
+        normed: np.ndarray = (p - hip) / s
+        return normed
 
     d = float(np.linalg.norm(norm(kp) - norm(ref), axis=1).mean())
     return math.exp(-d / 0.5)

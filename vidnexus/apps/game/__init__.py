@@ -23,7 +23,7 @@ batches them together (prefix batching). Set ``VNX_GAME_SPECIALIZE=0`` to always
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -43,8 +43,14 @@ __all__ = ["app", "GameFrame", "parse", "QUERIES", "specializer"]
 app = App("game", slo_ms=300)
 reader = app.model("hud_digits", decode=lambda logits: int(np.argmax(logits)))
 compact = app.model(COMPACT_MODEL)
-icon_models = {g: app.model(ICON_MODELS[g], decode=lambda logits, g=g: style(g).icons[int(np.argmax(logits))])
-               for g in range(N_GAMES)}
+
+
+def _icon_decoder(g: int) -> Callable[[Any], int]:
+    """Game ``g``'s icon classifier's logits -> the item id."""
+    return lambda logits: style(g).icons[int(np.argmax(logits))]
+
+
+icon_models = {g: app.model(ICON_MODELS[g], decode=_icon_decoder(g)) for g in range(N_GAMES)}
 reads = app.table(
     "game_reads",
     {

@@ -27,7 +27,7 @@ from urllib.parse import parse_qs, urlparse
 import numpy as np
 
 from vidnexus.errors import StreamError
-from vidnexus.streams.synthetic import FONTS, HudLayout, RawFrame, render_digit_cell
+from vidnexus.streams.synthetic import FONTS, Blob, HudLayout, RawFrame, render_digit_cell
 
 __all__ = ["N_GAMES", "ICONS_PER_GAME", "FIELDS", "GameStyle", "style", "zipf_games", "GameSource", "ICON_SIZE"]
 
@@ -112,8 +112,6 @@ class GameSource:
             raise StreamError(f"synthetic URL {url!r}: {e}") from None
 
     def frames(self) -> Iterator[RawFrame]:
-        import cv2
-
         from vidnexus.training.glyphs import render_icon
 
         st = self.style
@@ -123,9 +121,7 @@ class GameSource:
         score, kills, alive = 0, 0, rng.randint(60, 99)
         favourites: list[int] = []
         item, item_until, fav_until = icons[0], -1.0, -1.0
-        blobs = [[rng.uniform(0, WIDTH), rng.uniform(0, HEIGHT), rng.uniform(-40, 40), rng.uniform(-30, 30),
-                  rng.randint(10, 40), (rng.randint(40, 255), rng.randint(40, 255), rng.randint(40, 255))]
-                 for _ in range(6)]
+        blobs = [Blob.random(rng, WIDTH, HEIGHT, (10, 40)) for _ in range(6)]
         n = int(round(self.seconds * self.fps))
         dt = 1.0 / self.fps
         for i in range(n):
@@ -147,9 +143,7 @@ class GameSource:
             ramp = np.linspace(50, 150, WIDTH, dtype=np.float32)
             img[:] = np.stack([ramp * 0.7, ramp, ramp * 0.8], axis=-1).astype(np.uint8)
             for b in blobs:
-                b[0] = (b[0] + b[2] * dt) % WIDTH
-                b[1] = (b[1] + b[3] * dt) % HEIGHT
-                cv2.circle(img, (int(b[0]), int(b[1])), b[4], b[5], -1)
+                b.step_and_draw(img, dt, WIDTH, HEIGHT)
             truth = {"game": self.game, "score": score, "kills": kills, "alive": alive, "item": item}
             for name, k, (x, y, _w, _h) in st.layout.cells():
                 render_digit_cell(img, int(f"{truth[name]:02d}"[k]), x, y, font=st.font, fg=st.fg, bg=st.bg, rng=rng)

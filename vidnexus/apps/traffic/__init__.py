@@ -124,7 +124,7 @@ def to_row(r: Inferred) -> dict[str, Any]:
 @app.chain
 def pipeline(frames: Stream) -> Stream:
     if detector is not None:  # compute only: the frame goes on unchanged
-        frames = frames.infer(detector, input=frame_input(DETECTOR), merge=keep_element)
+        frames = frames.infer(detector, input=frame_input(detector.name), merge=keep_element)
     return frames.map(track).flat_map(sightings).infer(colours, input=crop_of).map(to_row).sink(objects)
 
 

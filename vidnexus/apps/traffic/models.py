@@ -50,7 +50,7 @@ def render_crops(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         pad = rng.uniform(0, 8)
         x1, x2 = int(cx - length / 2 - pad + rng.uniform(-6, 6)), int(cx + length / 2 + pad + rng.uniform(-6, 6))
         y1, y2 = int(cy - 14 - pad + rng.uniform(-4, 4)), int(cy + 14 + pad + rng.uniform(-4, 4))
-        crop = img[max(0, y1) : y2, max(0, x1) : x2].astype(np.float32)
+        crop: np.ndarray = img[max(0, y1) : y2, max(0, x1) : x2].astype(np.float32)
         crop = crop * rng.uniform(0.8, 1.2) + rng.uniform(-15, 15)
         if rng.random() < 0.3:
             crop = cv2.GaussianBlur(crop, (3, 3), 0.8)
