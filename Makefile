@@ -1,7 +1,7 @@
 # vidnexus — the two commands:
 #   make demo   bootstrap the virtualenv and run the embedded end-to-end demo
-#   make test   bootstrap, install + start Kafka and ClickHouse, run unit + integration tests, stop
-.PHONY: demo test unit bootstrap peers-venv services-up services-down bench-quick clean-venv
+#   make test   bootstrap, type-check, install + start Kafka and ClickHouse, run unit + integration tests, stop
+.PHONY: demo test unit typecheck bootstrap peers-venv services-up services-down bench-quick clean-venv
 
 demo:
 	@bash scripts/demo.sh
@@ -11,6 +11,9 @@ test:
 
 unit:
 	@VENV=$$(bash scripts/bootstrap.sh) && "$$VENV/bin/python" -m pytest tests/unit tests/sim -q
+
+typecheck:
+	@VENV=$$(bash scripts/bootstrap.sh) && "$$VENV/bin/python" -m mypy vidnexus
 
 bootstrap:
 	@bash scripts/bootstrap.sh

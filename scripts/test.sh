@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# `make test`: bootstrap the virtualenv, install and start the real Kafka broker and ClickHouse
-# server on loopback, run the unit, simulator and integration suites, stop the services.
+# `make test`: bootstrap the virtualenv, type-check the package (mypy strict), install and start the
+# real Kafka broker and ClickHouse server on loopback, run the unit, simulator and integration suites,
+# stop the services.
 # Exits non-zero on any failure (including a service that cannot be installed or started).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 venv=$(bash scripts/bootstrap.sh)
 echo "test: virtualenv $venv ready after $(( $(date +%s) - start )) s"
+# Type check first (mypy strict on the package, [tool.mypy] in pyproject.toml): fails fast, before any service starts.
+"$venv/bin/python" -m mypy vidnexus || { echo "test: mypy found type errors in vidnexus (see above)" >&2; exit 1; }
 # The peers of `vidnexus bench peers` (Triton via PyTriton, Ray Serve) in their own virtualenv.
 peers_python=$(bash scripts/peers-venv.sh)
 export VNX_PEERS_PYTHON=$peers_python
