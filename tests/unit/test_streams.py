@@ -10,10 +10,11 @@ import pytest
 from vidnexus.connectors.chdb_store import ChdbStore
 from vidnexus.connectors.memory_bus import MemoryBus
 from vidnexus.errors import StreamError
-from vidnexus.streams.ingest import Backoff, StreamSpec, StreamWorker
+from vidnexus.streams.ingest import Backoff, StreamSpec, StreamStatus, StreamWorker
 from vidnexus.streams.registry import StreamRegistry
 from vidnexus.streams.sources import is_live, probe
 from vidnexus.streams.supervisor import IngestSupervisor, in_shard
+from vidnexus.testing import FakeClock
 
 from .streams.media import CAR, frames_of, hls, http_server
 
@@ -43,7 +44,9 @@ def test_file_at_2fps_gives_61_frames_in_order_with_pts():
     assert st.state == "done" and st.decoded == 377
     frames = frames_of(bus)
     assert len(frames) == 61 and st.published == 61
-    assert [f.frame_no for f in frames] == list(range(61))
+    # a file's frame number is the frame's index in the source: the same frame, the same number, every run
+    assert all(abs(f.frame_no / 12.5 - f.pts) < 1e-6 for f in frames)
+    assert all(a.frame_no < b.frame_no for a, b in zip(frames, frames[1:])) and st.last_frame_no == frames[-1].frame_no
     assert all(abs(f.pts - k / 2) < 0.08 for k, f in enumerate(frames))
     assert frames[0].width == 768 and frames[0].encoding == "jpeg"
 
@@ -151,10 +154,70 @@ def test_registry_and_supervisor_follow_changes(store):
     frames = frames_of(bus)
     for name in ("a", "b"):
         nos = [f.frame_no for f in frames if f.stream_id == name]
-        assert nos == list(range(15))
+        assert nos == list(range(0, 30, 2))  # source indices: 10 fps sampled at 5
     assert reg.status("a")["published"] == 15
     reg.remove("a")
     assert [r.spec.name for r in reg.list()] == ["b"]
+
+
+def test_a_restarted_file_ingest_continues_after_its_last_published_frame():
+    spec = StreamSpec("car", CAR, fps=2.0)
+    full = MemoryBus()
+    StreamWorker(spec, full, "f").run()
+    first = frames_of(full)
+    # a process that published 30 frames and crashed: its last report is what the next one continues
+    crashed = StreamStatus("car", state="running", sampled=30, published=30, spec_key=spec.key,
+                           last_frame_no=first[29].frame_no, origin_wall=123.0)
+    bus = MemoryBus()
+    st = StreamWorker(spec, bus, "f", resume=crashed).run()
+    rest = frames_of(bus)
+    assert [f.frame_no for f in rest] == [f.frame_no for f in first[30:]]  # no duplicate, no gap
+    assert [f.pts for f in rest] == [f.pts for f in first[30:]] and [f.data for f in rest] == [f.data for f in first[30:]]
+    assert (st.state, st.published, st.sampled, st.decoded, st.origin_wall) == ("done", 61, 61, 377, 123.0)
+    # another registration's status (another key) is not continued
+    other = StreamWorker(StreamSpec("car", CAR, fps=1.0), MemoryBus(), "f", resume=crashed)
+    assert other.status.published == 0 and other.status.last_frame_no == -1
+
+
+def test_live_frame_numbers_never_repeat_after_a_restart(tmp_path):
+    hls(tmp_path / "live", live=True)
+    with http_server(tmp_path) as base:
+        spec = StreamSpec("live", f"{base}/live/index.m3u8", every_n=1)
+        clock = FakeClock(wall_start=5_000.0)
+        # the previous process numbered frames up to a point past this clock's wall time (clocks differ)
+        prev = StreamStatus("live", state="running", published=7, spec_key=spec.key,
+                            last_frame_no=6_000_000_000, origin_wall=4_000.0)
+        w = StreamWorker(spec, bus := MemoryBus(), "f", open_timeout_s=2.0, resume=prev, clock=clock)
+        t = threading.Thread(target=w.run, daemon=True)
+        t.start()
+        deadline = time.monotonic() + 10
+        while w.status.published < 10 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        w.stop.set()
+        t.join(timeout=15)
+    nos = [f.frame_no for f in frames_of(bus)]
+    assert w.kind == "live" and len(nos) >= 3 and nos[0] == 6_000_000_001
+    assert all(a < b for a, b in zip(nos, nos[1:])) and w.status.published == 7 + len(nos)
+    # pts counts from the stream's first ingest, across processes
+    assert all(f.pts == pytest.approx(1_000.0, abs=1.0) for f in frames_of(bus))
+
+
+def test_a_restarted_supervisor_does_not_ingest_a_finished_file_again(store):
+    reg = StreamRegistry(store)
+    reg.add(StreamSpec("a", "synthetic://hud?fps=10&seconds=2&seed=1", fps=5.0))
+    bus = MemoryBus()
+    IngestSupervisor(reg, bus, "f", poll_s=0.05).run(once=True)
+    assert len(frames_of(bus)) == 10
+    again = MemoryBus()
+    sup = IngestSupervisor(reg, again, "f", poll_s=0.05)
+    sup.run(once=True)
+    assert frames_of(again) == [] and {s.name: (s.state, s.published) for s in sup.statuses()} == {"a": ("done", 10)}
+    # registering it anew is a new registration: ingested again, same frames, same numbers
+    reg.add(StreamSpec("a", "synthetic://hud?fps=10&seconds=2&seed=1", fps=5.0), overwrite=True)
+    assert reg.status("a") is None
+    anew = MemoryBus()
+    IngestSupervisor(reg, anew, "f", poll_s=0.05).run(once=True)
+    assert [f.frame_no for f in frames_of(anew)] == [f.frame_no for f in frames_of(bus)]
 
 
 def test_shards_split_streams():

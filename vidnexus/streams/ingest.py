@@ -48,6 +48,12 @@ class StreamStatus:
     max_gap_s: float = 0.0
     started: float = 0.0
     last_publish: float | None = None
+    spec_key: int = 0
+    """:attr:`StreamSpec.key` of the registration these counters belong to."""
+    last_frame_no: int = -1
+    """The number of the last frame published: a restarted ingest continues after it."""
+    origin_wall: float = 0.0
+    """Wall-clock time the stream was first ingested (a live stream's pts counts from it)."""
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -74,15 +80,23 @@ class StreamWorker:
     """Ingests one stream until it ends, fails (files) or ``stop`` is set."""
 
     def __init__(self, spec: StreamSpec, bus: Bus, topic: str, *, clock: Clock | None = None,
-                 backoff: Backoff | None = None, stale_s: float = 2.0, open_timeout_s: float = 10.0) -> None:
+                 backoff: Backoff | None = None, stale_s: float = 2.0, open_timeout_s: float = 10.0,
+                 resume: StreamStatus | None = None) -> None:
         self.spec, self.bus, self.topic = spec, bus, topic
         self.clock = clock or MonotonicClock()
         self.backoff = backoff or Backoff()
         self.stale_s = stale_s
         self.open_timeout_s = open_timeout_s
-        self.status = StreamStatus(spec.name)
+        self.status = StreamStatus(spec.name, spec_key=spec.key, origin_wall=self.clock.wall())
+        if resume is not None and resume.spec_key == spec.key:
+            # The same registration, ingested before by a process that stopped or crashed: its
+            # counters continue, and its frames keep their numbers (identity in every table).
+            for f in ("sampled", "published", "rejected", "stale", "errors", "corrupt", "reconnects", "last_pts",
+                      "max_gap_s", "last_frame_no", "origin_wall"):
+                setattr(self.status, f, getattr(resume, f))
+            self.status.decoded = resume.decoded
+        self._resumed_last = self.status.last_frame_no
         self.stop = threading.Event()
-        self._seq = 0
         self.scheme = url_scheme(spec.url)
         self.kind: SourceKind | None = None
         """What the source turned out to be when it was opened (None until then)."""
@@ -111,6 +125,8 @@ class StreamWorker:
                 src = open_source(self.spec.url, keyframes_only=self.spec.keyframes_only,
                                   timeout_s=self.open_timeout_s, skip_corrupt=self.spec.skip_corrupt, clock=self.clock)
                 self.kind = src.open()
+                if not self.live and self._resumed_last >= 0:
+                    base, base_corrupt = 0, 0  # a file is decoded from its start again: its counts are these
                 self._ingest(src, live_sampler if self.live else self._sampler(), base, base_corrupt)
                 if not self.live:
                     self._end_file()
@@ -186,6 +202,8 @@ class StreamWorker:
 
     def _publish(self, raw: Any) -> None:
         st = self.status
+        if self._already_published(raw.index):
+            return
         st.sampled += 1
         img = raw.image
         data = jpeg_encode(img, self.spec.jpeg_quality, self.spec.max_side)
@@ -197,10 +215,14 @@ class StreamWorker:
         tags = {**self.spec.tags, **{k: str(v) for k, v in raw.truth.items()}}
         if self.spec.apps:
             tags["apps"] = ",".join(self.spec.apps)
-        # Live sources restart their timestamps on every reconnect: their pts is wall-clock time
-        # since the stream started, so it keeps increasing across outages.
-        pts = raw.pts if not self.live else self.clock.now() - st.started
-        frame = Frame(self.spec.name, self._seq, pts, now, now, w, h, "jpeg", data, tags)
+        # Frame numbers are identities in every table: the same frame must get the same number after
+        # a replay, and a different frame never an old one. A file's is its index in the source
+        # (a restarted ingest skips what it had published); a live source's is the capture time in
+        # µs (it never repeats; strictly increasing). Live sources restart their timestamps on
+        # every reconnect: their pts is wall-clock time since the stream was first ingested.
+        frame_no = self._frame_no(raw.index, now)
+        pts = raw.pts if not self.live else now - st.origin_wall
+        frame = Frame(self.spec.name, frame_no, pts, now, now, w, h, "jpeg", data, tags)
         try:
             self.bus.publish(self.topic, self.spec.name.encode(), encode_frame(frame))
         except ConnectorError as e:
@@ -208,6 +230,7 @@ class StreamWorker:
                 st.rejected += 1
                 logger.error("stream %s: source frame %d (pts %.3f s) rejected: %s (lower max_side or jpeg_quality)",
                              self.spec.name, raw.index, raw.pts, e)
+                st.last_frame_no = max(st.last_frame_no, frame_no)
                 return
             raise
         t = self.clock.now()
@@ -216,7 +239,16 @@ class StreamWorker:
         st.last_publish = t
         st.published += 1
         st.last_pts = pts
-        self._seq += 1
+        st.last_frame_no = frame_no
+
+    def _frame_no(self, index: int, wall: float) -> int:
+        if not self.live:
+            return index
+        return max(self.status.last_frame_no + 1, int(wall * 1_000_000))
+
+    def _already_published(self, index: int) -> bool:
+        """A file's frame the previous process had published (a restart continues after it)."""
+        return not self.live and index <= self._resumed_last
 
 
 class _UntilReached(Exception):

@@ -52,7 +52,9 @@ STATUS_TABLE = TableSchema(
      Column("sampled", "UInt64"), Column("published", "UInt64"), Column("rejected", "UInt64"),
      Column("stale", "UInt64"), Column("errors", "UInt64"), Column("corrupt", "UInt64"), Column("reconnects", "UInt64"),
      Column("last_pts", "Float64"), Column("max_gap_s", "Float64"), Column("worker", "String"),
-     Column("updated", "DateTime"), Column("version", "UInt64")),
+     Column("updated", "DateTime"), Column("version", "UInt64"),
+     # Added later (a restarted ingest continues a registration's counters and frame numbers).
+     Column("spec_key", "UInt64"), Column("last_frame_no", "Int64"), Column("origin_wall", "Float64")),
     order_by=("name",),
     engine="ReplacingMergeTree(version)",
 )
@@ -171,6 +173,9 @@ class StreamRegistry:
                 raise StreamError(f"stream {spec.name}: {e}") from None
             info = dict(p.__dict__)
         self._write(spec, "enabled", info)
+        # A registration starts afresh: an ingest (re)started later does not continue the counters
+        # and frame numbers of the registration this one replaces.
+        self.report([StreamStatus(spec.name, state="registered")], "")
         return RegisteredStream(spec, "enabled", info)
 
     def list(self, include_removed: bool = False) -> list[RegisteredStream]:
@@ -209,15 +214,32 @@ class StreamRegistry:
         return self.set_state(name, "removed")
 
     # -- status written by ingest workers -------------------------------------------------------
-    def report(self, statuses: list[StreamStatus], worker: str) -> None:
+    def report(self, statuses: Sequence[StreamStatus], worker: str) -> None:
         import datetime as dt
 
         now = dt.datetime.fromtimestamp(int(wall_time()))
         v = _version()
         self.store.insert(STATUS_TABLE.name, STATUS_TABLE.column_names, [
             (s.name, s.state, s.reason[:1000], s.decoded, s.sampled, s.published, s.rejected, s.stale, s.errors,
-             s.corrupt, s.reconnects, s.last_pts, s.max_gap_s, worker, now, v) for s in statuses])
+             s.corrupt, s.reconnects, s.last_pts, s.max_gap_s, worker, now, v, s.spec_key, s.last_frame_no,
+             s.origin_wall) for s in statuses])
+
+    def statuses(self) -> dict[str, StreamStatus]:
+        """The last status ingest reported for every stream (what a restarted ingest continues)."""
+        res = self.store.query(f"SELECT name, state, reason, decoded, sampled, published, rejected, stale, errors, "
+                               f"corrupt, reconnects, last_pts, max_gap_s, spec_key, last_frame_no, origin_wall "
+                               f"FROM {STATUS_TABLE.name} FINAL")
+        out = {}
+        for (name, state, reason, decoded, sampled, published, rejected, stale, errors, corrupt, reconnects, last_pts,
+             max_gap_s, key, last_no, origin) in res.rows:
+            out[name] = StreamStatus(name, state, reason, decoded, sampled, published, rejected, stale, errors, corrupt,
+                                     reconnects, last_pts or 0.0, max_gap_s or 0.0, spec_key=int(key or 0),
+                                     last_frame_no=-1 if last_no is None else int(last_no),
+                                     origin_wall=float(origin or 0.0))
+        return out
 
     def status(self, name: str) -> dict[str, Any] | None:
-        res = self.store.query(f"SELECT * FROM {STATUS_TABLE.name} FINAL WHERE name = {quote(name)}")
+        """The last status ingest reported (None before it has reported on this registration)."""
+        res = self.store.query(f"SELECT * FROM {STATUS_TABLE.name} FINAL WHERE name = {quote(name)} "
+                               f"AND state != 'registered'")
         return res.dicts()[0] if res.rows else None

@@ -173,6 +173,16 @@ class StreamSpec:
     a file fails once more than 10% of its packets are corrupt."""
     check: InitVar[bool] = True
 
+    @property
+    def key(self) -> int:
+        """A stable 63-bit digest of what is ingested and how (not the apps or tags): a stream
+        resumed after pause or an ingest restart with the same key continues where it was."""
+        import hashlib
+
+        what = repr((self.url, self.fps, self.every_n, self.keyframes_only, self.jpeg_quality, self.max_side,
+                     self.until_s, self.skip_corrupt))
+        return int.from_bytes(hashlib.sha256(what.encode()).digest()[:8], "big") >> 1
+
     def __post_init__(self, check: bool) -> None:
         if self.fps is None and self.every_n is None and not self.keyframes_only:
             object.__setattr__(self, "fps", DEFAULT_FPS)

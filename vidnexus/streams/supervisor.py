@@ -28,7 +28,7 @@ def in_shard(name: str, shard: int, shards: int) -> bool:
 class IngestSupervisor:
     def __init__(self, registry: StreamRegistry, bus: Bus, topic: str, *, shard: int = 0, shards: int = 1,
                  poll_s: float = 2.0, clock: Clock | None = None,
-                 worker_factory: Callable[[StreamSpec], StreamWorker] | None = None,
+                 worker_factory: Callable[[StreamSpec, StreamStatus | None], StreamWorker] | None = None,
                  only: Callable[[StreamSpec], bool] | None = None) -> None:
         if not 0 <= shard < shards:
             raise ValueError(f"shard {shard} is not in 0..{shards - 1}")
@@ -36,17 +36,31 @@ class IngestSupervisor:
         self.only = only
         self.shard, self.shards, self.poll_s = shard, shards, poll_s
         self.clock = clock or MonotonicClock()
-        self.make = worker_factory or (lambda spec: StreamWorker(spec, bus, topic, clock=self.clock))
+
+        def make_worker(spec: StreamSpec, resume: StreamStatus | None = None) -> StreamWorker:
+            return StreamWorker(spec, bus, topic, clock=self.clock, resume=resume)
+
+        self.make = worker_factory or make_worker
         self.workers: dict[str, tuple[StreamWorker, threading.Thread]] = {}
         self.ended: dict[str, tuple[StreamSpec, StreamStatus]] = {}
         self.stop = threading.Event()
         self.name = f"{socket.gethostname()}:{shard}/{shards}"
+        self._persisted: dict[str, StreamStatus] | None = None  # the last statuses of an earlier process
 
     def sync(self) -> None:
         """Start, stop or restart workers to match the registry. A row that no longer validates is
         skipped: it is logged once and reported as failed with its problem."""
         rows = [r for r in self.registry.list() if in_shard(r.spec.name, self.shard, self.shards)
                 and (self.only is None or self.only(r.spec))]
+        if self._persisted is None:
+            # An ingest restarted (a crash, a supervisor's restart) continues each registration: a
+            # file that was done stays done, one that was cut short continues after its last
+            # published frame, a live stream's counters and frame numbers go on.
+            self._persisted = self.registry.statuses()
+            for r in rows:
+                st = self._persisted.get(r.spec.name)
+                if st is not None and st.spec_key == r.spec.key and st.state in ("done", "failed"):
+                    self.ended[r.spec.name] = (r.spec, st)
         wanted = {r.spec.name: r.spec for r in rows if r.state == "enabled"}
         for name, (w, t) in list(self.workers.items()):
             if not t.is_alive():  # ended by itself: a file that is done, or a stream that failed
@@ -67,7 +81,9 @@ class IngestSupervisor:
             if name in self.workers or (ended is not None and ended[0] == spec
                                         and ended[1].state in ("done", "failed")):
                 continue  # running, or already ran to its end with this very registration
-            w = self.make(spec)
+            # Continue from what this process saw last (a pause), else from what the last process reported.
+            prev = ended[1] if ended is not None else (self._persisted or {}).get(name)
+            w = self.make(spec, prev if prev is not None and prev.spec_key == spec.key else None)
             t = threading.Thread(target=w.run, name=f"vnx-ingest-{name}", daemon=True)
             self.workers[name] = (w, t)
             t.start()
