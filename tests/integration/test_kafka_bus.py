@@ -86,11 +86,15 @@ def test_committed_offsets_survive_a_consumer_restart(kafka_bus, topic):
     c = kafka_bus.subscribe([topic], group=group)
     first = drain(c, 20)
     assert [int(m.value) for m in first] == list(range(20))
+    p = first[0].partition
+    assert kafka_bus.group_lag(group, topic, [p]) == {p: 20}  # nothing committed yet: all of it
     c.commit()
     c.close()
+    assert kafka_bus.group_lag(group, topic, [p]) == {p: 0}
     for i in range(20, 30):
         kafka_bus.publish(topic, b"same-key", str(i).encode())
     kafka_bus.flush()
+    assert kafka_bus.group_lag(group, topic, [p]) == {p: 10}
     c2 = kafka_bus.subscribe([topic], group=group)
     second = drain(c2, 10)
     time.sleep(1.0)

@@ -104,6 +104,15 @@ class Bus(Protocol):
         """A consumer of ``topics`` in consumer group ``group``."""
         ...
 
+    def group_lag(self, group: str, topic: str, partitions: Sequence[int]) -> dict[int, int]:
+        """Records of ``topic``'s ``partitions`` that consumer group ``group`` has not committed yet
+        (counted from the earliest offset where it committed nothing).
+
+        Raises:
+            ConnectorError: retryable when the broker cannot answer now.
+        """
+        ...
+
     def close(self) -> None:
         """Flush and release connections."""
         ...

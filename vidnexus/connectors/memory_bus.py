@@ -106,6 +106,12 @@ class MemoryBus:
     def close(self) -> None:
         return None
 
+    def group_lag(self, group: str, topic: str, partitions: Sequence[int]) -> dict[int, int]:
+        with self._cond:
+            parts = self._topic(topic)
+            g = self._groups.get(group)
+            return {p: len(parts[p]) - ((g.committed.get((topic, p)) if g else None) or 0) for p in partitions}
+
     def end_offsets(self, topic: str) -> list[int]:
         """Next offset of every partition (for tests and lag metrics)."""
         with self._cond:

@@ -126,7 +126,7 @@ def run_faust_worker(app: App, settings: Settings, *, concurrency: int = 32, par
             if not mine:
                 return
             try:
-                lag = await asyncio.get_running_loop().run_in_executor(None, bus.group_lag, role.group,  # type: ignore[attr-defined]
+                lag = await asyncio.get_running_loop().run_in_executor(None, bus.group_lag, role.group,
                                                                        topics.frames, mine)
             except Exception as e:
                 logger.warning("watchdog: cannot read the group's lag: %s", e)

@@ -51,10 +51,13 @@ def test_committed_offsets_survive_a_restart():
     c = bus.subscribe(["t"], group="g")
     first = drain(c, 10)
     assert len(first) == 10
+    p = first[0].partition
+    assert bus.group_lag("g", "t", [p]) == {p: 10} and bus.group_lag("other", "t", [p]) == {p: 10}
     c.commit()
     c.close()
     for i in range(10, 15):
         bus.publish("t", b"k", str(i).encode())
+    assert bus.group_lag("g", "t", [p]) == {p: 5}
     c2 = bus.subscribe(["t"], group="g")
     assert [int(m.value) for m in drain(c2, 5)] == list(range(10, 15))
 
