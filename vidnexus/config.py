@@ -68,8 +68,20 @@ class Settings(BaseSettings):
     clickhouse_http_port: int = 18123
     """HTTP port of the local dev ClickHouse server."""
 
+    give_up_s: float = Field(default=3600.0, ge=0)
+    """How long a role rides out an outage of the broker or the store (retrying with backoff,
+    reported as degraded) before it exits with an error; 0: never."""
+
+    watchdog_s: float = Field(default=30.0, ge=0)
+    """A consumer role (executor, sink, worker) that owns no partition for this long while its
+    group has uncommitted records rejoins its group (logged); 0: no watchdog."""
+
     metrics_port: int = 0
     """Prometheus endpoint port for long-running roles (0 = disabled)."""
+
+    health_port: int = Field(default=0, ge=0, le=65535)
+    """Port on which a role answers ``GET /health`` with its health as JSON (``ok`` or ``degraded``,
+    and why), on ``metrics_host`` (0 = disabled)."""
 
     metrics_host: str = "127.0.0.1"
     """Address the Prometheus endpoint binds to (0.0.0.0 inside a container)."""

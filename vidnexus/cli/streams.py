@@ -103,7 +103,8 @@ def streams_show(name: str = typer.Argument(...)) -> None:
     console.print(f"name: {r.spec.name}\nstate: {r.state}" + (f" ({r.problem})" if r.problem else "")
                   + f"\nurl: {r.spec.url}\nsampling: {_sampling(r.spec)}\nprobe: {r.probe}", markup=False)
     if st:
-        keys = ("state", "reason", "decoded", "sampled", "published", "rejected", "stale", "corrupt", "errors",
+        keys = ("state", "reason", "decoded", "sampled", "published", "rejected", "undelivered", "stale", "corrupt",
+                "errors",
                 "reconnects", "last_pts", "max_gap_s", "worker", "updated")
         console.print("ingest: " + ", ".join(f"{k}={st[k]}" for k in keys if st.get(k) not in ("", None)), markup=False)
     else:

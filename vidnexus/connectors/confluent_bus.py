@@ -89,6 +89,10 @@ class ConfluentBus:
             self._producer = Producer({
                 **self._common, "client.id": "vnx-producer", "acks": "all", "linger.ms": linger_ms,
                 "message.max.bytes": max_message_bytes + 64 * 1024, "enable.idempotence": False,
+                # Through a broker outage, records wait in the producer's queue (bounded: 256 MB)
+                # until it is back, however long that takes; a full queue is back-pressure on
+                # ``publish`` (a retryable error), never a record dropped behind the caller's back.
+                "message.timeout.ms": 0, "queue.buffering.max.kbytes": 256 * 1024,
             })
         except KafkaException as e:
             raise _unreachable("cannot connect", bootstrap, e.args[0] if e.args else e) from None

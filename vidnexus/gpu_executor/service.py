@@ -18,6 +18,7 @@ from typing import Any, Sequence
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import Settings
 from vidnexus.connectors.bus import Bus
+from vidnexus.connectors.watchdog import GroupWatchdog
 from vidnexus.errors import CodecError
 from vidnexus.contracts.replies import Reply
 from vidnexus.contracts.requests import decode_request, encode_reply
@@ -56,6 +57,8 @@ class ExecutorService:
         self.dead = 0
         self._consumer: Any = None
         self._last_commit = self.clock.now()
+        self.watchdog = GroupWatchdog(bus, self.names.group("executor"), lambda: list(self.topics), self.clock,
+                                      stall_s=settings.watchdog_s, role="executor")
 
     def stop(self) -> None:
         self._stop.set()
@@ -158,6 +161,9 @@ class ExecutorService:
         if self.clock.now() - self._last_commit >= commit_every_s:
             self._commit_answered(self._consumer)
             self._last_commit = self.clock.now()
+        if not msgs and self.watchdog.check(self._consumer):
+            with self._lock:
+                self._resubscribe = True
         return len(msgs)
 
     def run(self, commit_every_s: float = 0.5) -> None:

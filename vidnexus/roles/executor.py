@@ -22,12 +22,13 @@ from typing import Any, Callable, Sequence
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import Settings
 from vidnexus.connectors.bus import Bus
+from vidnexus.connectors.outage import Outage
 from vidnexus.contracts.plans import EpochPlan
 from vidnexus.contracts.profile import Profile
 from vidnexus.contracts.sessions import SessionKey
 from vidnexus.contracts.stats import ExecutorStats, SessionStats, encode_stats
 from vidnexus.contracts.topics import Topics
-from vidnexus.errors import ConfigError
+from vidnexus.errors import ConfigError, ConnectorError
 from vidnexus.gpu_executor.backend import SessionSpec
 from vidnexus.gpu_executor.batching import PolicyName
 from vidnexus.gpu_executor.executor import Executor
@@ -97,7 +98,9 @@ class ExecutorRole:
         self._last_report: tuple[float, dict[str, int]] = (0.0, {})
         self._last_arrival: dict[str, float] = {}
         self._next_report = 0.0
+        self._unknown_to_plans = False
         self._stop = threading.Event()
+        self.outage = Outage(f"executor {self.id}", self.clock, give_up_s=settings.give_up_s)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> "ExecutorRole":
@@ -141,11 +144,17 @@ class ExecutorRole:
         return n
 
     def run(self, stop: threading.Event | None = None) -> None:
-        """:meth:`step` until ``stop`` (or :meth:`stop`) is set; then finish what was taken."""
+        """:meth:`step` until ``stop`` (or :meth:`stop`) is set; then finish what was taken. A
+        broker outage is ridden out (:class:`~vidnexus.connectors.outage.Outage`)."""
         stop = stop or self._stop
         try:
             while not stop.is_set() and not self._stop.is_set():
-                self.step()
+                try:
+                    self.step()
+                except ConnectorError as e:
+                    self.clock.wait(stop, self.outage.failed(e))
+                else:
+                    self.outage.ok()
         finally:
             self.close()
 
@@ -196,6 +205,15 @@ class ExecutorRole:
     def apply(self, plan: EpochPlan) -> None:
         """Batch sizes, the sessions to consume, new sessions to host, old ones to retire."""
         assert self.executor is not None and self.service is not None
+        if self.id not in plan.executors:
+            # The scheduler has not seen this executor (it just started, or returns after being
+            # presumed dead): it keeps serving what it serves until a plan includes it.
+            if not self._unknown_to_plans:
+                logger.warning("plan %d/%d does not know executor %s yet: serving %s until one does",
+                               plan.generation, plan.epoch, self.id, sorted(self.service.sessions))
+            self._unknown_to_plans = True
+            return
+        self._unknown_to_plans = False
         mine = plan.assignment_of(self.id)
         for sid in mine:
             if sid not in self.specs:

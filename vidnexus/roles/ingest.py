@@ -10,6 +10,7 @@ from typing import Callable
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import Settings
 from vidnexus.connectors.bus import Bus
+from vidnexus.connectors.outage import Health
 from vidnexus.connectors.store import Store
 from vidnexus.contracts.topics import Topics
 from vidnexus.streams.ingest import StreamSpec, StreamStatus
@@ -35,14 +36,15 @@ class IngestRole:
         bus.create_topic(self.topic, partitions)
         self.registry = StreamRegistry(store)
         self.supervisor = IngestSupervisor(self.registry, bus, self.topic, shard=shard, shards=shards,
-                                           poll_s=poll_s, clock=self.clock, only=only)
+                                           poll_s=poll_s, clock=self.clock, only=only, give_up_s=settings.give_up_s)
 
     def step(self) -> bool:
-        sup = self.supervisor
-        sup.sync()
-        self.bus.flush()
-        sup.report()
-        return bool(sup.workers)
+        """One round (see :meth:`IngestSupervisor.tick`); whether a stream is still being ingested."""
+        self.supervisor.tick()
+        return bool(self.supervisor.workers)
+
+    def health(self) -> Health:
+        return self.supervisor.outage.health()
 
     def statuses(self) -> list[StreamStatus]:
         return self.supervisor.statuses()

@@ -10,13 +10,14 @@ from typing import Callable
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import Settings
 from vidnexus.connectors.bus import Bus, Consumer, Message
+from vidnexus.connectors.outage import Outage
 from vidnexus.contracts.plans import EpochPlan, encode_plan
 from vidnexus.contracts.reports import decode_report
 from vidnexus.contracts.stats import decode_stats
 from vidnexus.contracts.topics import Topics
 from vidnexus.control.scheduler import (Observed, SchedulerConfig, SchedulerState, due, observe_report,
                                         observe_stats, plan_epoch)
-from vidnexus.errors import CodecError
+from vidnexus.errors import CodecError, ConnectorError
 
 __all__ = ["SchedulerRole"]
 
@@ -41,6 +42,7 @@ class SchedulerRole:
         for topic, compacted in ((self.topics.control, True), (self.topics.stats, False), (self.topics.apps, False)):
             bus.create_topic(topic, 1, compacted=compacted)
         self._consumer: Consumer | None = None
+        self.outage = Outage("scheduler", self.clock, give_up_s=settings.give_up_s)
 
     def start(self) -> "SchedulerRole":
         if self._consumer is None:
@@ -80,9 +82,16 @@ class SchedulerRole:
         return None
 
     def run(self, stop: threading.Event) -> None:
+        """:meth:`step` until ``stop``, riding out a broker outage (the next epoch is planned and
+        published once the broker is back)."""
         try:
             while not stop.is_set():
-                self.step()
+                try:
+                    self.step()
+                except ConnectorError as e:
+                    self.clock.wait(stop, self.outage.failed(e))
+                else:
+                    self.outage.ok()
         finally:
             self.stop()
 

@@ -4,9 +4,12 @@ Consumes the rows topic in a consumer group, buffers rows per table, and inserts
 size or age, whichever comes first; offsets are committed only after the insert succeeded, so a
 crash replays rows instead of losing them, and the tables (``ReplacingMergeTree`` on the row's
 identity) count replayed rows once under ``FINAL``. Tables are created, or migrated by adding
-columns, the first time a message names them. A retryable store error is retried with exponential
-backoff; a message the store rejects for good goes to the rows dead-letter topic with the reason,
-and nothing else is lost.
+columns, before the first insert into them. A message the store rejects for good (or whose table
+cannot take its rows) goes to the rows dead-letter topic with the reason, and nothing else is lost.
+
+A store or broker outage is ridden out (:class:`~vidnexus.connectors.outage.Outage`): the buffer is
+kept, no more is read once it is full (back-pressure on the rows topic), and the insert is
+retried with backoff until the store is back; the role reports itself degraded meanwhile.
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ from typing import Any
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import Settings
 from vidnexus.connectors.bus import Bus, Message
+from vidnexus.connectors.outage import Outage
+from vidnexus.connectors.watchdog import GroupWatchdog
 from vidnexus.connectors.sink import insert_retrying
 from vidnexus.connectors.store import Store, ensure_table
 from vidnexus.contracts.rows import decode_rows
 from vidnexus.contracts.schema import TableSchema
 from vidnexus.contracts.topics import Topics
-from vidnexus.errors import CodecError, ConnectorError
+from vidnexus.errors import CodecError, ConfigError, ConnectorError
 
 __all__ = ["SinkRole", "SinkStats"]
 
@@ -45,7 +50,7 @@ class SinkRole:
     """Rows topic → store. ``run(stop)`` loops; ``step()`` does one poll (and a flush when due)."""
 
     def __init__(self, settings: Settings, *, bus: Bus, store: Store, clock: Clock | None = None,
-                 group: str | None = None, max_rows: int = 5000, max_delay_s: float = 1.0, retries: int = 6,
+                 group: str | None = None, max_rows: int = 5000, max_delay_s: float = 1.0, retries: int = 3,
                  partitions: int = 8) -> None:
         self.bus, self.store = bus, store
         self.max_rows, self.max_delay_s, self.retries = max_rows, max_delay_s, retries
@@ -55,19 +60,32 @@ class SinkRole:
         self.dead_topic = topics.dead_letter("rows")
         bus.create_topic(self.topic, partitions)
         bus.create_topic(self.dead_topic, 1)
-        self.consumer = bus.subscribe([self.topic], group=group or topics.group("sink"))
+        self.group = group or topics.group("sink")
+        self.consumer = bus.subscribe([self.topic], group=self.group)
+        self.watchdog = GroupWatchdog(bus, self.group, lambda: [self.topic], self.clock, stall_s=settings.watchdog_s,
+                                      role="sink")
         self.stats = SinkStats()
         self._known: dict[str, TableSchema] = {}
-        self._buf: list[tuple[Message, dict[str, list[tuple[Any, ...]]]]] = []
+        self._buf: list[tuple[Message, dict[str, list[tuple[Any, ...]]], dict[str, TableSchema]]] = []
         self._buffered_rows = 0
         self._oldest: float | None = None
+        self.outage = Outage("sink", self.clock, give_up_s=settings.give_up_s)
 
     def step(self, timeout_s: float = 0.2) -> int:
-        """Poll once; flush when the buffer is full or old enough. Returns the rows buffered."""
-        self._read(timeout_s)
+        """Poll once (unless the buffer is full); flush when it is full or old enough. Returns the
+        rows buffered.
+
+        Raises:
+            ConnectorError: retryable when the store or the broker is down (the buffer is kept:
+                :meth:`run` retries the flush with backoff).
+        """
+        read = self._read(timeout_s) if self._buffered_rows < self.max_rows else -1
         due = self._oldest is not None and self.clock.now() - self._oldest >= self.max_delay_s
         if self._buf and (self._buffered_rows >= self.max_rows or due):
             self.flush()
+        if read == 0 and not self._buf and self.watchdog.check(self.consumer):
+            self.consumer.close()
+            self.consumer = self.bus.subscribe([self.topic], group=self.group)
         return self._buffered_rows
 
     def _read(self, timeout_s: float) -> int:
@@ -77,31 +95,65 @@ class SinkRole:
             self.stats.messages += 1
             try:
                 rows, schemas = decode_rows(m.value)
-                for name, schema in schemas.items():
-                    self._ensure(schema)
-            except (CodecError, ConnectorError) as e:
+            except CodecError as e:
                 self._dead(m, str(e))
                 continue
             if self._oldest is None:
                 self._oldest = self.clock.now()
-            self._buf.append((m, rows))
+            self._buf.append((m, rows, schemas))
             self._buffered_rows += sum(len(r) for r in rows.values())
         return len(msgs)
 
     def _ensure(self, schema: TableSchema) -> None:
         if self._known.get(schema.name) != schema:
-            added = ensure_table(self.store, schema)
+            try:
+                added = ensure_table(self.store, schema)
+            except ConfigError as e:  # the table exists with another type for a column
+                raise ConnectorError(str(e)) from None
             if added:
                 logger.info("table %s: added columns %s", schema.name, added)
             self._known[schema.name] = schema
             self.stats.tables.add(schema.name)
 
+    def _ensure_buffered(self) -> None:
+        """Create or migrate the tables the buffer names; a message whose table cannot take its
+        rows goes to the dead-letter topic. A store that is down raises (retryable)."""
+        refused: dict[str, str] = {}
+        for _, _, schemas in self._buf:
+            for schema in schemas.values():
+                if schema.name in refused or self._known.get(schema.name) == schema:
+                    continue
+                try:
+                    self._ensure(schema)
+                except ConnectorError as e:
+                    if e.retryable:
+                        raise
+                    refused[schema.name] = f"table {schema.name}: {e}"
+        if not refused:
+            return
+        kept = []
+        for entry in self._buf:
+            bad = [refused[t] for t in entry[2] if t in refused]
+            if bad:
+                self._dead(entry[0], bad[0])
+                self._buffered_rows -= sum(len(r) for r in entry[1].values())
+            else:
+                kept.append(entry)
+        self._buf = kept
+
     def flush(self) -> None:
-        """Insert everything buffered (table by table), then commit the consumed offsets."""
+        """Insert everything buffered (table by table), then commit the consumed offsets.
+
+        Raises:
+            ConnectorError: retryable when the store or the broker is down; what was buffered
+                stays buffered (a table that was inserted is inserted again on the retry, and
+                counted once under ``FINAL``).
+        """
         if not self._buf:
             return
+        self._ensure_buffered()
         by_table: dict[str, list[tuple[Any, ...]]] = {}
-        for _, rows in self._buf:
+        for _, rows, _ in self._buf:
             for t, rs in rows.items():
                 by_table.setdefault(t, []).extend(rs)
         for table, rs in by_table.items():
@@ -109,7 +161,7 @@ class SinkRole:
                 self._insert(table, rs)
             except ConnectorError as e:
                 if e.retryable:
-                    raise  # the store is down for good: exit without committing; rows replay later
+                    raise
                 self._salvage(table, str(e))
         self.stats.rows += self._buffered_rows
         self._buf, self._buffered_rows, self._oldest = [], 0, None
@@ -126,7 +178,7 @@ class SinkRole:
     def _salvage(self, table: str, reason: str) -> None:
         """The store rejected a batch: insert message by message; dead-letter the ones it rejects."""
         logger.error("insert into %s rejected (%s); retrying message by message", table, reason)
-        for m, rows in self._buf:
+        for m, rows, _ in self._buf:
             if table not in rows:
                 continue
             try:
@@ -140,15 +192,23 @@ class SinkRole:
         self.bus.publish(self.dead_topic, m.key, m.value, headers=[("reason", reason.encode()[:1000])])
 
     def run(self, stop: threading.Event) -> SinkStats:
-        """:meth:`step` until ``stop``; then read what is already there (for at most 5 s) and insert it."""
+        """:meth:`step` until ``stop``, riding out outages; then read what is already there (for
+        at most 5 s) and insert it. Stopped while the store is down, it exits without committing
+        what it could not insert (the rows are read again by the next sink)."""
         try:
             while not stop.is_set():
-                self.step()
-            until = self.clock.now() + 5.0
-            while self._read(0.1) and self.clock.now() < until:
-                if self._buffered_rows >= self.max_rows:
-                    self.flush()
-            self.flush()
+                try:
+                    self.step()
+                except ConnectorError as e:
+                    self.clock.wait(stop, self.outage.failed(e))
+                else:
+                    self.outage.ok()
+            if not self.outage.degraded:
+                until = self.clock.now() + 5.0
+                while self._read(0.1) and self.clock.now() < until:
+                    if self._buffered_rows >= self.max_rows:
+                        self.flush()
+                self.flush()
         finally:
             self.consumer.close()
         return self.stats

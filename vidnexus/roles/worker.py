@@ -28,11 +28,13 @@ from typing import Mapping
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import Settings
 from vidnexus.connectors.bus import Bus, Consumer, Message
+from vidnexus.connectors.outage import Outage
+from vidnexus.connectors.watchdog import GroupWatchdog
 from vidnexus.contracts.frames import Frame, decode_frame
 from vidnexus.contracts.reports import AppReport, encode_report
 from vidnexus.contracts.rows import encode_rows
 from vidnexus.contracts.topics import Topics
-from vidnexus.errors import CodecError
+from vidnexus.errors import CodecError, ConnectorError
 from vidnexus.gpu_executor.client import ExecutorClient
 from vidnexus.operators.chain import App
 from vidnexus.operators.engine import ChainEngine, FrameOutcome, KeyedDispatcher, app_schemas, wants
@@ -118,6 +120,10 @@ class WorkerRole:
         self._next_report = self.clock.now() + report_every_s
         self._last_commit = self.clock.now()
         self._stop = threading.Event()
+        self._stopping: threading.Event = self._stop
+        self.outage = Outage(f"worker {app.name}/{self.id}", self.clock, give_up_s=settings.give_up_s)
+        self.watchdog = GroupWatchdog(bus, self.group, lambda: [self.topics.frames], self.clock,
+                                      stall_s=settings.watchdog_s, role=f"worker {app.name}")
 
     # -- one frame -----------------------------------------------------------------------------
     def outcome_message(self, o: FrameOutcome) -> bytes:
@@ -185,12 +191,26 @@ class WorkerRole:
         try:
             out = await self.handle(m.value, m.key)
             if out is not None:
-                self.bus.publish(*out)
+                await self._publish(*out)
         except Exception as e:  # the engine accounts per-frame failures; this is the bus failing
             logger.error("app %s: frame at %s[%d]@%d not processed: %s", self.app.name, m.topic, m.partition,
                          m.offset, e)
             raise
         self._offsets.done(m)
+
+    async def _publish(self, topic: str, key: bytes | None, value: bytes) -> None:
+        """Publish, waiting out a bus that does not take messages (back-pressure: the frame stays
+        uncommitted meanwhile, and is read again if the worker stops first)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                self.bus.publish(topic, key, value)
+                return
+            except ConnectorError as e:
+                if not e.retryable or self._stopping.is_set() or self._stop.is_set():
+                    raise
+                delay = self.outage.failed(e)
+            await loop.run_in_executor(None, self.clock.wait, self._stopping, delay)
 
     def commit(self) -> None:
         """Make the published rows durable, then commit up to the first unfinished frame."""
@@ -207,6 +227,9 @@ class WorkerRole:
         consumer = self._subscribe()
         loop = asyncio.get_running_loop()
         msgs = await loop.run_in_executor(None, lambda: consumer.poll(timeout_s=timeout_s))
+        if not msgs and not dispatcher.in_flight and self.watchdog.check(consumer):
+            consumer.close()
+            self._consumer = None
         for m in msgs:
             self._offsets.read(m)
             await dispatcher.submit(self.order_key(m), lambda m=m: self._one(m))
@@ -221,10 +244,17 @@ class WorkerRole:
         in flight); then finish the frames in flight, close open windows, commit."""
         disp = KeyedDispatcher(self.concurrency)
         idle = 0.0
+        self._stopping = stop
+        loop = asyncio.get_running_loop()
         try:
             while not stop.is_set() and not self._stop.is_set():
                 t0 = self.clock.now()
-                n = await self.step(disp)
+                try:
+                    n = await self.step(disp)
+                except ConnectorError as e:  # the broker is away: ride it out
+                    await loop.run_in_executor(None, self.clock.wait, stop, self.outage.failed(e))
+                    continue
+                self.outage.ok()
                 idle = 0.0 if n or disp.in_flight else idle + (self.clock.now() - t0)
                 if until_idle_s is not None and idle >= until_idle_s:
                     break

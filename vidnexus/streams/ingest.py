@@ -17,6 +17,7 @@ from typing import Any
 
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.connectors.bus import Bus
+from vidnexus.connectors.outage import Backoff
 from vidnexus.errors import ConnectorError, StreamError
 from vidnexus.contracts.frames import Frame, encode_frame
 from vidnexus.streams.images import jpeg_encode
@@ -43,6 +44,8 @@ class StreamStatus:
     errors: int = 0
     corrupt: int = 0
     """Packets the decoder rejected and that were skipped (``StreamSpec.skip_corrupt``)."""
+    undelivered: int = 0
+    """Sampled frames of a live source dropped because the bus was not taking frames (an outage)."""
     reconnects: int = 0
     last_pts: float = 0.0
     max_gap_s: float = 0.0
@@ -59,21 +62,6 @@ class StreamStatus:
         return dict(self.__dict__)
 
 
-@dataclass
-class Backoff:
-    """Exponential backoff between reconnects: initial, ×factor, capped."""
-
-    initial_s: float = 0.5
-    max_s: float = 10.0
-    factor: float = 2.0
-    _next: float = 0.0
-
-    def next(self) -> float:
-        self._next = self.initial_s if self._next == 0 else min(self.max_s, self._next * self.factor)
-        return self._next
-
-    def reset(self) -> None:
-        self._next = 0.0
 
 
 class StreamWorker:
@@ -91,11 +79,13 @@ class StreamWorker:
         if resume is not None and resume.spec_key == spec.key:
             # The same registration, ingested before by a process that stopped or crashed: its
             # counters continue, and its frames keep their numbers (identity in every table).
-            for f in ("sampled", "published", "rejected", "stale", "errors", "corrupt", "reconnects", "last_pts",
-                      "max_gap_s", "last_frame_no", "origin_wall"):
+            for f in ("sampled", "published", "rejected", "undelivered", "stale", "errors", "corrupt", "reconnects",
+                      "last_pts", "max_gap_s", "last_frame_no", "origin_wall"):
                 setattr(self.status, f, getattr(resume, f))
             self.status.decoded = resume.decoded
         self._resumed_last = self.status.last_frame_no
+        self._bus_down = False
+        self._bus_backoff = Backoff(initial_s=0.2, max_s=5.0)
         self.stop = threading.Event()
         self.scheme = url_scheme(spec.url)
         self.kind: SourceKind | None = None
@@ -223,16 +213,42 @@ class StreamWorker:
         frame_no = self._frame_no(raw.index, now)
         pts = raw.pts if not self.live else now - st.origin_wall
         frame = Frame(self.spec.name, frame_no, pts, now, now, w, h, "jpeg", data, tags)
-        try:
-            self.bus.publish(self.topic, self.spec.name.encode(), encode_frame(frame))
-        except ConnectorError as e:
-            if "exceeds" in str(e):
-                st.rejected += 1
-                logger.error("stream %s: source frame %d (pts %.3f s) rejected: %s (lower max_side or jpeg_quality)",
-                             self.spec.name, raw.index, raw.pts, e)
-                st.last_frame_no = max(st.last_frame_no, frame_no)
-                return
-            raise
+        value = encode_frame(frame)
+        while True:
+            try:
+                self.bus.publish(self.topic, self.spec.name.encode(), value)
+                break
+            except ConnectorError as e:
+                if "exceeds" in str(e):
+                    st.rejected += 1
+                    logger.error("stream %s: source frame %d (pts %.3f s) rejected: %s (lower max_side or "
+                                 "jpeg_quality)", self.spec.name, raw.index, raw.pts, e)
+                    st.last_frame_no = max(st.last_frame_no, frame_no)
+                    return
+                if not e.retryable:
+                    raise
+                if self.live:
+                    # A camera does not wait: the frame is dropped, counted, and sampling goes on.
+                    if not self._bus_down:
+                        logger.warning("stream %s: the bus is not taking frames (%s); dropping them (counted as "
+                                       "undelivered) until it does", self.spec.name, e)
+                    self._bus_down = True
+                    st.undelivered += 1
+                    st.last_frame_no = max(st.last_frame_no, frame_no)
+                    return
+                # A file waits for the bus (back-pressure): the same frame is published when it is back.
+                if not self._bus_down:
+                    logger.warning("stream %s: the bus is not taking frames (%s); waiting", self.spec.name, e)
+                self._bus_down = True
+                st.state = "waiting"
+                if self.clock.wait(self.stop, self._bus_backoff.next()):
+                    st.sampled -= 1  # not published, and read again after a restart
+                    raise _Stopped from None
+        if self._bus_down:
+            logger.warning("stream %s: the bus takes frames again", self.spec.name)
+            self._bus_down = False
+            self._bus_backoff.reset()
+            st.state = "running"
         t = self.clock.now()
         if st.last_publish is not None:
             st.max_gap_s = max(st.max_gap_s, t - st.last_publish)

@@ -54,7 +54,8 @@ STATUS_TABLE = TableSchema(
      Column("last_pts", "Float64"), Column("max_gap_s", "Float64"), Column("worker", "String"),
      Column("updated", "DateTime"), Column("version", "UInt64"),
      # Added later (a restarted ingest continues a registration's counters and frame numbers).
-     Column("spec_key", "UInt64"), Column("last_frame_no", "Int64"), Column("origin_wall", "Float64")),
+     Column("spec_key", "UInt64"), Column("last_frame_no", "Int64"), Column("origin_wall", "Float64"),
+     Column("undelivered", "UInt64")),
     order_by=("name",),
     engine="ReplacingMergeTree(version)",
 )
@@ -222,20 +223,22 @@ class StreamRegistry:
         self.store.insert(STATUS_TABLE.name, STATUS_TABLE.column_names, [
             (s.name, s.state, s.reason[:1000], s.decoded, s.sampled, s.published, s.rejected, s.stale, s.errors,
              s.corrupt, s.reconnects, s.last_pts, s.max_gap_s, worker, now, v, s.spec_key, s.last_frame_no,
-             s.origin_wall) for s in statuses])
+             s.origin_wall, s.undelivered) for s in statuses])
 
     def statuses(self) -> dict[str, StreamStatus]:
         """The last status ingest reported for every stream (what a restarted ingest continues)."""
         res = self.store.query(f"SELECT name, state, reason, decoded, sampled, published, rejected, stale, errors, "
-                               f"corrupt, reconnects, last_pts, max_gap_s, spec_key, last_frame_no, origin_wall "
+                               f"corrupt, reconnects, last_pts, max_gap_s, spec_key, last_frame_no, origin_wall, "
+                               f"undelivered "
                                f"FROM {STATUS_TABLE.name} FINAL")
         out = {}
         for (name, state, reason, decoded, sampled, published, rejected, stale, errors, corrupt, reconnects, last_pts,
-             max_gap_s, key, last_no, origin) in res.rows:
-            out[name] = StreamStatus(name, state, reason, decoded, sampled, published, rejected, stale, errors, corrupt,
-                                     reconnects, last_pts or 0.0, max_gap_s or 0.0, spec_key=int(key or 0),
-                                     last_frame_no=-1 if last_no is None else int(last_no),
-                                     origin_wall=float(origin or 0.0))
+             max_gap_s, key, last_no, origin, undelivered) in res.rows:
+            out[name] = StreamStatus(name, state, reason, decoded=decoded, sampled=sampled, published=published,
+                                     rejected=rejected, stale=stale, errors=errors, corrupt=corrupt,
+                                     reconnects=reconnects, last_pts=last_pts or 0.0, max_gap_s=max_gap_s or 0.0,
+                                     spec_key=int(key or 0), last_frame_no=-1 if last_no is None else int(last_no),
+                                     origin_wall=float(origin or 0.0), undelivered=int(undelivered or 0))
         return out
 
     def status(self, name: str) -> dict[str, Any] | None:

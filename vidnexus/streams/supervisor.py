@@ -12,6 +12,8 @@ from typing import Callable
 
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.connectors.bus import Bus
+from vidnexus.connectors.outage import DEFAULT_GIVE_UP_S, Outage
+from vidnexus.errors import ConnectorError
 from vidnexus.streams.ingest import StreamSpec, StreamStatus, StreamWorker
 from vidnexus.streams.registry import StreamRegistry
 
@@ -29,7 +31,7 @@ class IngestSupervisor:
     def __init__(self, registry: StreamRegistry, bus: Bus, topic: str, *, shard: int = 0, shards: int = 1,
                  poll_s: float = 2.0, clock: Clock | None = None,
                  worker_factory: Callable[[StreamSpec, StreamStatus | None], StreamWorker] | None = None,
-                 only: Callable[[StreamSpec], bool] | None = None) -> None:
+                 only: Callable[[StreamSpec], bool] | None = None, give_up_s: float = DEFAULT_GIVE_UP_S) -> None:
         if not 0 <= shard < shards:
             raise ValueError(f"shard {shard} is not in 0..{shards - 1}")
         self.registry, self.bus, self.topic = registry, bus, topic
@@ -46,10 +48,15 @@ class IngestSupervisor:
         self.stop = threading.Event()
         self.name = f"{socket.gethostname()}:{shard}/{shards}"
         self._persisted: dict[str, StreamStatus] | None = None  # the last statuses of an earlier process
+        self.outage = Outage(f"ingest {self.name}", self.clock, give_up_s=give_up_s)
 
     def sync(self) -> None:
         """Start, stop or restart workers to match the registry. A row that no longer validates is
-        skipped: it is logged once and reported as failed with its problem."""
+        skipped: it is logged once and reported as failed with its problem.
+
+        Raises:
+            ConnectorError: the store cannot be read (the workers keep running as they were).
+        """
         rows = [r for r in self.registry.list() if in_shard(r.spec.name, self.shard, self.shards)
                 and (self.only is None or self.only(r.spec))]
         if self._persisted is None:
@@ -93,25 +100,44 @@ class IngestSupervisor:
         return running + [st for name, (_, st) in self.ended.items() if name not in self.workers]
 
     def report(self) -> None:
-        try:
-            self.registry.report(self.statuses(), self.name)
-        except Exception as e:  # status reporting must not stop ingest
-            logger.warning("cannot report stream status: %s", e)
+        """Write every stream's status to the store (raises ConnectorError when it cannot)."""
+        self.registry.report(self.statuses(), self.name)
+
+    def tick(self) -> None:
+        """One round: follow the registry, flush the bus, report statuses. A store or bus that
+        fails leaves the workers running as they are (the store's last registry is kept; live
+        streams drop what the bus cannot take, files wait for it) and the supervisor degraded;
+        it gives up only after ``give_up_s`` of uninterrupted failure."""
+        failed: ConnectorError | None = None
+        steps: tuple[Callable[[], None], ...] = (self.sync, lambda: self.bus.flush(timeout_s=5.0), self.report)
+        for what in steps:
+            try:
+                what()
+            except ConnectorError as e:
+                failed = failed or e
+        if failed is not None:
+            self.outage.failed(failed)
+        else:
+            self.outage.ok()
 
     def run(self, *, once: bool = False, on_tick: Callable[[list[StreamStatus]], None] | None = None) -> None:
         """Follow the registry until stopped; with ``once``, return when no worker is left running."""
-        while not self.stop.is_set():
-            self.sync()
-            self.bus.flush()
-            self.report()
-            if on_tick:
-                on_tick(self.statuses())
-            if once and not self.workers:
-                break
-            self.stop.wait(self.poll_s)
-        for w, t in self.workers.values():
-            w.stop.set()
-        for w, t in self.workers.values():
-            t.join(timeout=15)
-        self.bus.flush()
-        self.report()
+        try:
+            while not self.stop.is_set():
+                self.tick()
+                if on_tick:
+                    on_tick(self.statuses())
+                if once and not self.workers and not self.outage.degraded:
+                    break
+                self.stop.wait(self.poll_s)
+        finally:
+            for w, t in self.workers.values():
+                w.stop.set()
+            for w, t in self.workers.values():
+                t.join(timeout=15)
+            final: tuple[Callable[[], None], ...] = (lambda: self.bus.flush(timeout_s=10.0), self.report)
+            for what in final:
+                try:
+                    what()
+                except ConnectorError as e:
+                    logger.warning("ingest %s stopping: %s", self.name, e)
