@@ -175,7 +175,7 @@ class FakeRunner:
 
 class MemoryStore:
     """A Store for operator tests: tables are lists of row tuples in ``rows``; ``query`` answers only
-    the column lookup ``ensure_table`` makes. Use chdb or the server for SQL."""
+    the column and engine lookups ``ensure_table`` makes. Use chdb or the server for SQL."""
 
     version = (26, 0)
     embedded = True
@@ -191,6 +191,9 @@ class MemoryStore:
         from vidnexus.connectors.store import QueryResult
 
         for name, schema in self.schemas.items():
+            if "system.tables" in sql and f"name = '{name}'" in sql:
+                return QueryResult(("engine_full", "sorting_key"), ("String", "String"),
+                                   [(schema.engine, ", ".join(schema.order_by))])
             if f"table = '{name}'" in sql:
                 return QueryResult(("name", "type"), ("String", "String"),
                                    [(c.name, c.type) for c in schema.columns])

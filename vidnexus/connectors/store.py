@@ -13,11 +13,14 @@ Example:
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
-from dataclasses import dataclass, field
+import uuid
+import zlib
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
-from vidnexus.contracts.schema import TableSchema, adapt_type
+from vidnexus.contracts.schema import TableSchema, adapt_type, column_sql
 
 __all__ = [
     "QueryResult",
@@ -26,8 +29,11 @@ __all__ = [
     "parse_version",
     "insert_batches",
     "ensure_table",
+    "same_layout",
+    "why_not_rebuilt",
 ]
 
+logger = logging.getLogger(__name__)
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -124,12 +130,84 @@ def insert_batches(
     return n
 
 
+def _engine_head(engine: str) -> str:
+    """The engine and its arguments, normalized: ``'ReplacingMergeTree() ORDER BY …'`` and
+    ``'ReplacingMergeTree'`` are both ``'ReplacingMergeTree()'``."""
+    text = engine.strip()
+    m = re.match(r"\w+", text)
+    if not m:
+        return re.sub(r"[\s`]", "", text)
+    head, depth, end = m.group(0), 0, m.end()
+    rest = text[end:].lstrip()
+    if rest.startswith("("):
+        for i, ch in enumerate(rest):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0:
+                return head + re.sub(r"[\s`]", "", rest[: i + 1])
+    return head + "()"
+
+
+def same_layout(schema: TableSchema, engine_full: str, sorting_key: str) -> bool:
+    """Whether a table with ``engine_full`` and ``sorting_key`` (as ``system.tables`` shows them on
+    chdb and on the 18.16 server) has ``schema``'s engine and ``ORDER BY``.
+
+    Example:
+        >>> from vidnexus.contracts.schema import Column
+        >>> t = TableSchema("t", (Column("a", "UInt8"), Column("v", "UInt64")), ("a",), "ReplacingMergeTree(v)")
+        >>> same_layout(t, "ReplacingMergeTree(v) ORDER BY a SETTINGS index_granularity = 8192", "a")
+        True
+        >>> same_layout(t, "ReplacingMergeTree ORDER BY a SETTINGS index_granularity = 8192", "a")
+        False
+    """
+    key = re.sub(r"[\s`()]", "", sorting_key)
+    return _engine_head(engine_full) == _engine_head(schema.engine) and key == ",".join(schema.order_by)
+
+
+_OWN_ENGINES = re.compile(r"(Replacing|Summing|Aggregating|Collapsing|VersionedCollapsing)?MergeTree")
+
+
+def why_not_rebuilt(schema: TableSchema, columns: Iterable[str], engine_full: str) -> str | None:
+    """Why a table with ``columns`` and ``engine_full``, whose layout differs from ``schema``'s,
+    must be left as it is (None: rebuild it). A schema that lacks some of the table's columns is an
+    older one (a writer not yet upgraded): rebuilding would take the table back. An engine vidnexus
+    never declares (``Replicated…``, ``Distributed``, …) was chosen by hand.
+
+    Example:
+        >>> from vidnexus.contracts.schema import Column
+        >>> t = TableSchema("t", (Column("a", "UInt8"), Column("v", "UInt64")), ("a",), "ReplacingMergeTree(v)")
+        >>> why_not_rebuilt(t, ["a"], "ReplacingMergeTree ORDER BY a") is None
+        True
+        >>> why_not_rebuilt(t, ["a", "b"], "ReplacingMergeTree ORDER BY a")
+        'the table has columns the schema lacks (b): the schema is an older one'
+    """
+    extra = sorted(set(columns) - set(schema.column_names))
+    if extra:
+        return f"the table has columns the schema lacks ({', '.join(extra)}): the schema is an older one"
+    m = re.match(r"\w+", engine_full.strip())
+    if not m or not _OWN_ENGINES.fullmatch(m.group(0)):
+        return f"its engine {m.group(0) if m else engine_full!r} was chosen by hand"
+    return None
+
+
+def _layout(store: Store, name: str) -> tuple[str, str] | None:
+    rows = store.query(
+        "SELECT engine_full, sorting_key FROM system.tables WHERE database = currentDatabase() "
+        f"AND name = {quote(name)}"
+    ).rows
+    return (str(rows[0][0]), str(rows[0][1])) if rows else None
+
+
 def ensure_table(store: Store, schema: TableSchema) -> list[str]:
-    """Create ``schema``'s table, or migrate an existing one by adding the columns it lacks.
-    Returns the columns added. Changing a column's type or the key is not done silently.
+    """Create ``schema``'s table, or migrate an existing one: add the columns it lacks, or, when its
+    engine or ``ORDER BY`` differs from the schema's, rebuild it (:func:`_rebuild`: the rows are
+    copied into a new table, the old one is kept as ``<name>_backup_<hash>``, one line is logged).
+    A table is never rebuilt back to an older schema, nor away from an engine chosen by hand
+    (:func:`why_not_rebuilt`; a warning says so). Returns the columns added. Changing a column's type
+    is not done silently.
 
     Raises:
-        ConfigError: an existing column has another type, or the table's key differs.
+        ConfigError: an existing column has another type, or a rebuild's backup name is taken.
     """
     from vidnexus.errors import ConfigError
 
@@ -141,15 +219,59 @@ def ensure_table(store: Store, schema: TableSchema) -> list[str]:
         store.create_table(schema)
         return []
     have = {str(n): str(t) for n, t in found}
-    added = []
     for c in schema.columns:
         want = adapt_type(c.type, store.version)
-        if c.name not in have:
-            store.execute(f"ALTER TABLE {schema.name} ADD COLUMN `{c.name}` {want}")
-            added.append(c.name)
-        elif have[c.name] != want:
+        if c.name in have and have[c.name] != want:
             raise ConfigError(
                 f"table {schema.name}: column {c.name} is {have[c.name]} in the store but the app declares "
                 f"{want}; rename the column or migrate the table by hand"
             )
+    added = [c.name for c in schema.columns if c.name not in have]
+    layout = _layout(store, schema.name)
+    if layout is not None and not same_layout(schema, *layout):
+        why = why_not_rebuilt(schema, have, layout[0])
+        if why is None:
+            _rebuild(store, schema, have, layout)
+            return added
+        logger.warning("table %s is %s, not ENGINE = %s ORDER BY (%s), and is left as it is: %s",
+                       schema.name, layout[0], schema.engine, ", ".join(schema.order_by), why)
+    for c in schema.columns:
+        if c.name in added:
+            store.execute(f"ALTER TABLE {schema.name} ADD COLUMN {column_sql(c, store.version)}")
     return added
+
+
+def _rebuild(store: Store, schema: TableSchema, have: Mapping[str, str], layout: tuple[str, str]) -> None:
+    """Rebuild ``schema``'s table with its engine and key: create it under a temporary name, copy
+    every row (unmerged parts included, so a ``ReplacingMergeTree`` picks its winners again under
+    the new rule; columns the old table lacks get their defaults), then swap the names in one RENAME.
+
+    Works on chdb and on the 18.16 server (no EXCHANGE, no ``CREATE … AS SELECT`` with an engine).
+    Two processes rebuilding at once both copy; the second RENAME fails (the backup name is taken)
+    and that process drops its copy and finds the table rebuilt. Rows another process inserts into
+    the old table while the copy runs stay in the backup.
+    """
+    from vidnexus.errors import ConfigError, ConnectorError
+
+    name = schema.name
+    backup = f"{name}_backup_{zlib.crc32(layout[0].encode()):08x}"
+    target = f"{schema.engine} ORDER BY ({', '.join(schema.order_by)})"
+    if _layout(store, backup) is not None:
+        raise ConfigError(
+            f"table {name} must be rebuilt for ENGINE = {target} (it is {layout[0]}), but its backup name "
+            f"{backup} is taken: DROP TABLE {backup} (or rename it) and start again")
+    tmp = f"{name}_rebuild_{uuid.uuid4().hex[:8]}"
+    store.execute(replace(schema, name=tmp).create_sql(store.version))
+    cols = ", ".join(f"`{c}`" for c in schema.column_names if c in have)
+    try:
+        store.execute(f"INSERT INTO {tmp} ({cols}) SELECT {cols} FROM {name}")
+        store.execute(f"RENAME TABLE {name} TO {backup}, {tmp} TO {name}")
+    except ConnectorError:
+        store.execute(f"DROP TABLE IF EXISTS {tmp}")
+        now = _layout(store, name)
+        if now is not None and same_layout(schema, *now):
+            return  # another process rebuilt it meanwhile
+        raise
+    n = store.query(f"SELECT count() FROM {backup}").scalar()
+    logger.warning("table %s: rebuilt for ENGINE = %s (it was %s); %s rows copied, the old table kept as %s",
+                   name, target, layout[0], n, backup)

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-__all__ = ["Column", "TableSchema", "adapt_type", "modern", "schema_to_doc", "schema_from_doc"]
+__all__ = ["Column", "TableSchema", "adapt_type", "column_sql", "modern", "schema_to_doc", "schema_from_doc"]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -39,10 +39,14 @@ def adapt_type(ch_type: str, version: tuple[int, ...]) -> str:
 
 @dataclass(frozen=True)
 class Column:
-    """A column name and its ClickHouse type (modern spelling; adapted per engine version)."""
+    """A column name and its ClickHouse type (modern spelling; adapted per engine version), and the
+    SQL expression a row written without it gets (``None``: the type's zero). A ``default`` also fills
+    the column when a table is migrated (added columns, rebuilt tables) and in rows from writers that
+    do not know it yet."""
 
     name: str
     type: str
+    default: str | None = None
 
     def __post_init__(self) -> None:
         if not _IDENT.fullmatch(self.name):
@@ -69,7 +73,7 @@ class TableSchema:
             raise ValueError(f"table {self.name}: order_by names unknown columns {missing}")
 
     def create_sql(self, version: tuple[int, ...]) -> str:
-        cols = ", ".join(f"`{c.name}` {adapt_type(c.type, version)}" for c in self.columns)
+        cols = ", ".join(column_sql(c, version) for c in self.columns)
         sql = f"CREATE TABLE IF NOT EXISTS {self.name} ({cols}) ENGINE = {self.engine}"
         if self.partition_by:
             sql += f" PARTITION BY {self.partition_by}"
@@ -80,10 +84,24 @@ class TableSchema:
         return tuple(c.name for c in self.columns)
 
 
+def column_sql(c: Column, version: tuple[int, ...]) -> str:
+    """A column's definition in CREATE TABLE and ADD COLUMN, adapted to an engine version.
+
+    Example:
+        >>> column_sql(Column("v", "UInt64", default="1 + 1"), (18, 16, 1))
+        '`v` UInt64 DEFAULT 1 + 1'
+    """
+    sql = f"`{c.name}` {adapt_type(c.type, version)}"
+    return sql if c.default is None else f"{sql} DEFAULT {c.default}"
+
+
 def schema_to_doc(s: TableSchema) -> list[Any]:
-    return [s.name, [[c.name, c.type] for c in s.columns], list(s.order_by), s.engine, s.partition_by]
+    """A schema as it travels in a rows message: a column is ``[name, type]``, or
+    ``[name, type, default]`` when it has a default."""
+    cols = [[c.name, c.type] if c.default is None else [c.name, c.type, c.default] for c in s.columns]
+    return [s.name, cols, list(s.order_by), s.engine, s.partition_by]
 
 
 def schema_from_doc(d: Sequence[Any]) -> TableSchema:
     name, cols, order_by, engine, partition_by = d
-    return TableSchema(name, tuple(Column(n, t) for n, t in cols), tuple(order_by), engine, partition_by)
+    return TableSchema(name, tuple(Column(*c) for c in cols), tuple(order_by), engine, partition_by)

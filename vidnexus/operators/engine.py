@@ -22,6 +22,7 @@ from vidnexus.contracts.replies import Reply
 from vidnexus.contracts.reports import FanOut as ReportedFanOut
 from vidnexus.contracts.schema import Column, TableSchema
 from vidnexus.operators.chain import App, Inferred, Model, Step
+from vidnexus.operators.frame_version import frame_version, version_sql
 from vidnexus.operators.windows import TumblingWindows
 from vidnexus.contracts.frames import Frame
 
@@ -42,13 +43,18 @@ FRAMES_TABLE = TableSchema(
         Column("drops", "UInt32"),
         Column("latency_ms", "Float32"),
         Column("ingest_ts", "Float64"),
+        Column("version", "UInt64", default=version_sql("status")),
     ),
     order_by=("app", "stream", "frame_no"),
-    engine="ReplacingMergeTree()",
+    engine="ReplacingMergeTree(version)",
 )
 """One row per sampled frame an app saw: every frame ends here as ``ok``/``partial`` (rows written)
 or ``dropped``/``error`` with its reasons, e.g. ``early_drop:2,deadline:1``. ``late`` is the worker's
-own drop: the frame (or a step's requests) was already past its deadline before the work started."""
+own drop: the frame (or a step's requests) was already past its deadline before the work started.
+
+A frame run again (a replay after a worker died) gets a second row; of a frame's rows, the best
+outcome wins, then the newest (``version``: see :mod:`vidnexus.operators.frame_version`), so a
+replay dropped as ``late`` never hides the answered run."""
 
 
 def app_schemas(app: App) -> dict[str, TableSchema]:
@@ -77,6 +83,8 @@ class FrameOutcome:
     rows: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)
     latency_ms: float = 0.0
     ingest_ts: float = 0.0
+    decided_wall: float = 0.0
+    """When the outcome was decided (the engine's ``clock.wall()``): the time in its ``version``."""
 
     @property
     def drops(self) -> int:
@@ -88,7 +96,7 @@ class FrameOutcome:
     def frames_row(self, app: str) -> tuple[Any, ...]:
         reasons = ",".join(f"{k}:{v}" for k, v in sorted(self.reasons.items()))
         return (app, self.stream, self.frame_no, self.status, reasons, self.row_count(), self.drops,
-                self.latency_ms, self.ingest_ts)
+                self.latency_ms, self.ingest_ts, frame_version(self.status, self.decided_wall))
 
     def all_rows(self, app: str) -> dict[str, list[tuple[Any, ...]]]:
         """Rows per table to write for this outcome, with the frame's ``vnx_frames`` row (window
@@ -155,10 +163,12 @@ class ChainEngine:
             out.reasons["late"] += 1
             out.status = "dropped"
             out.latency_ms = (now - frame.ingest_ts) * 1000
+            out.decided_wall = now
             return out
         ctx = _Ctx(frame, out, deadline, Counter())
         items = await self._steps(self.steps, [_Item(frame)], ctx)
-        out.latency_ms = (self.clock.wall() - frame.ingest_ts) * 1000  # ingest → outcome, bus hops included
+        out.decided_wall = self.clock.wall()
+        out.latency_ms = (out.decided_wall - frame.ingest_ts) * 1000  # ingest → outcome, bus hops included
         if out.reasons and any(r.startswith("error") for r in out.reasons):
             out.status = "error" if not out.row_count() else "partial"
         elif out.reasons:

@@ -101,3 +101,14 @@ def test_one_naming_rule_for_topics_and_dead_letters():
     assert {t.dead_letter(s) for s in ("frames", "requests", "rows")} == {"p.dead.frames", "p.dead.requests",
                                                                           "p.dead.rows"}
     assert t.group("executor") == "p-executor"
+
+
+def test_column_defaults_travel_with_the_schema():
+    """vnx_frames' version has a DEFAULT the sink must create; columns without one keep the old
+    two-element form, so rows messages written before defaults existed still decode."""
+    from vidnexus.operators.engine import FRAMES_TABLE
+
+    rows, schemas = decode_rows(encode_rows({"vnx_frames": [tuple(range(10))]}, {"vnx_frames": FRAMES_TABLE}))
+    assert schemas["vnx_frames"] == FRAMES_TABLE and FRAMES_TABLE.columns[-1].default
+    old = pack("rows", 2, [{"t": [["t", [["a", "UInt8"]], ["a"], "MergeTree()", None], [[1]]]}])
+    assert decode_rows(old)[1]["t"].columns == (Column("a", "UInt8"),)

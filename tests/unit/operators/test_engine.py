@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from vidnexus.operators.chain import App
-from vidnexus.operators.engine import ChainEngine, KeyedDispatcher, Reply
+from vidnexus.operators.engine import FRAMES_TABLE, ChainEngine, KeyedDispatcher, Reply
 from vidnexus.testing import FakeClock, frame_factory
 
 CLOCK = FakeClock()  # never advanced: the tests that need time to pass bring their own
@@ -247,3 +247,22 @@ def test_remote_requests_nobody_answers_end_as_timeout_drops():
         assert client.outstanding == 0                                     # nothing left waiting
     finally:
         client.close()
+
+
+def test_the_frames_row_carries_the_outcome_version_at_the_engine_clock():
+    """A replay's row must be able to lose to the answered run: the version is the outcome's rank
+    and the engine clock's wall time when the outcome was decided (frame_version)."""
+    from vidnexus.operators.frame_version import frame_version
+
+    clock = FakeClock(wall_start=1_800_000_000.0)
+    eng = engine(two_stage_app(), ScriptedBackend(), clock)
+    stale = frame("c1", 3, clock)
+    clock.advance(1.5)  # past the 1 s SLO: the replay case, dropped late
+    o_stale, o_fresh = run(eng, [stale, frame("c1", 4, clock)])
+    assert o_stale.decided_wall == o_fresh.decided_wall == 1_800_000_001.5
+    row_stale, row_fresh = o_stale.frames_row("two"), o_fresh.frames_row("two")
+    assert row_stale[-1] == frame_version("dropped", 1_800_000_001.5)
+    assert row_fresh[-1] == frame_version("ok", 1_800_000_001.5)
+    assert len(row_fresh) == len(FRAMES_TABLE.columns) and FRAMES_TABLE.column_names[-1] == "version"
+    # The answered run, written before the replay, still wins over the later late drop.
+    assert o_fresh.frames_row("two")[-1] > frame_version("dropped", 1_900_000_000.0)
