@@ -66,6 +66,7 @@ class SinkRole:
                                       role="sink")
         self.stats = SinkStats()
         self._known: dict[str, TableSchema] = {}
+        self._ensured: set[TableSchema] = set()  # schemas whose table is known to take their rows
         self._buf: list[tuple[Message, dict[str, list[tuple[Any, ...]]], dict[str, TableSchema]]] = []
         self._buffered_rows = 0
         self._oldest: float | None = None
@@ -105,7 +106,7 @@ class SinkRole:
         return len(msgs)
 
     def _ensure(self, schema: TableSchema) -> None:
-        if self._known.get(schema.name) != schema:
+        if schema not in self._ensured:
             try:
                 added = ensure_table(self.store, schema)
             except ConfigError as e:  # the table exists with another type for a column
@@ -113,6 +114,7 @@ class SinkRole:
             if added:
                 logger.info("table %s: added columns %s", schema.name, added)
             self._known[schema.name] = schema
+            self._ensured.add(schema)
             self.stats.tables.add(schema.name)
 
     def _ensure_buffered(self) -> None:
@@ -121,7 +123,7 @@ class SinkRole:
         refused: dict[str, str] = {}
         for _, _, schemas in self._buf:
             for schema in schemas.values():
-                if schema.name in refused or self._known.get(schema.name) == schema:
+                if schema.name in refused or schema in self._ensured:
                     continue
                 try:
                     self._ensure(schema)
@@ -152,38 +154,44 @@ class SinkRole:
         if not self._buf:
             return
         self._ensure_buffered()
-        by_table: dict[str, list[tuple[Any, ...]]] = {}
-        for _, rows, _ in self._buf:
+        # Rows go in with the columns of the schema their message carries: during a rolling
+        # upgrade, workers of two versions write one table with different columns.
+        by_table: dict[tuple[str, tuple[str, ...]], list[tuple[Any, ...]]] = {}
+        for _, rows, schemas in self._buf:
             for t, rs in rows.items():
-                by_table.setdefault(t, []).extend(rs)
-        for table, rs in by_table.items():
+                by_table.setdefault((t, self._columns(t, schemas)), []).extend(rs)
+        for (table, columns), rs in by_table.items():
             try:
-                self._insert(table, rs)
+                self._insert(table, columns, rs)
             except ConnectorError as e:
                 if e.retryable:
                     raise
-                self._salvage(table, str(e))
+                self._salvage(table, columns, str(e))
         self.stats.rows += self._buffered_rows
         self._buf, self._buffered_rows, self._oldest = [], 0, None
         self.consumer.commit()
 
-    def _insert(self, table: str, rows: list[tuple[Any, ...]]) -> None:
+    def _columns(self, table: str, schemas: dict[str, TableSchema]) -> tuple[str, ...]:
+        return tuple((schemas.get(table) or self._known[table]).column_names)
+
+    def _insert(self, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
         def retried() -> None:
             self.stats.retries += 1
 
-        insert_retrying(self.store, table, self._known[table].column_names, rows, retries=self.retries,
-                        clock=self.clock, on_retry=retried)
+        insert_retrying(self.store, table, columns, rows, retries=self.retries, clock=self.clock, on_retry=retried)
         self.stats.inserts += 1
 
-    def _salvage(self, table: str, reason: str) -> None:
+    def _salvage(self, table: str, columns: tuple[str, ...], reason: str) -> None:
         """The store rejected a batch: insert message by message; dead-letter the ones it rejects."""
         logger.error("insert into %s rejected (%s); retrying message by message", table, reason)
-        for m, rows, _ in self._buf:
-            if table not in rows:
+        for m, rows, schemas in self._buf:
+            if table not in rows or self._columns(table, schemas) != columns:
                 continue
             try:
-                self._insert(table, rows[table])
+                self._insert(table, columns, rows[table])
             except ConnectorError as e:
+                if e.retryable:
+                    raise
                 self._dead(m, f"table {table}: {e}")
 
     def _dead(self, m: Message, reason: str) -> None:

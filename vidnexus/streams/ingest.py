@@ -153,6 +153,7 @@ class StreamWorker:
         st = self.status
         opened = self.clock.now()
         first_pts: list[float] = []
+        paced_from: list[float] = []  # a file's real-time pacing: the clock reading of pts 0
 
         def keep(pts: float, index: int) -> bool:
             if self.stop.is_set():
@@ -160,8 +161,13 @@ class StreamWorker:
             if not self.live and self.spec.until_s is not None and pts > self.spec.until_s:
                 raise _UntilReached
             if not self.live:
+                if index <= self._resumed_last:
+                    sampler.keep(pts, index)  # sampled as before (the sampler's state), published before
+                    return False
                 if self.spec.realtime:
-                    self.clock.sleep(opened + pts - self.clock.now())
+                    if not paced_from:  # from the start, or where a resumed ingest continues
+                        paced_from.append(opened if self._resumed_last < 0 else self.clock.now() - pts)
+                    self.clock.sleep(paced_from[0] + pts - self.clock.now())
                 return bool(sampler.keep(pts, index))
             if not first_pts:
                 first_pts.append(pts)

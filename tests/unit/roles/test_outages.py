@@ -397,3 +397,24 @@ def test_watchdog_decisions():
             rejoined_at.append(clock.now())
         clock.advance(1.0)
     assert len(rejoined_at) == 3 and rejoined_at[1] - rejoined_at[0] >= 20 and rejoined_at[2] - rejoined_at[1] >= 40
+
+
+def test_the_sink_inserts_rows_of_two_worker_versions_into_one_table(tmp_path):
+    """A rolling upgrade: old workers' messages carry a table's schema without its new column."""
+    store = ChdbStore(tmp_path / "db")
+    try:
+        bus, clock = MemoryBus(), FakeClock()
+        sink = SinkRole(Settings(topic_prefix="ru"), bus=bus, store=store, clock=clock, max_rows=100)
+        new = TableSchema(T.name, (*T.columns, Column("w", "UInt8")), order_by=("k",), engine="ReplacingMergeTree")
+        topic = Topics("ru").rows
+        bus.publish(topic, b"a", encode_rows({T.name: [(1, "old")]}, {T.name: T}))
+        bus.publish(topic, b"b", encode_rows({T.name: [(2, "new", 7)]}, {T.name: new}))
+        bus.publish(topic, b"a", encode_rows({T.name: [(3, "old")]}, {T.name: T}))
+        sink.step(timeout_s=0.0)
+        clock.advance(2.0)
+        sink.step(timeout_s=0.0)
+        assert sink.stats.dead == 0
+        assert store.query(f"SELECT k, v, w FROM {T.name} FINAL ORDER BY k").rows == [(1, "old", 0), (2, "new", 7),
+                                                                                    (3, "old", 0)]
+    finally:
+        store.close()
