@@ -105,6 +105,9 @@ SEMANTIC = [
     ["worker", "hud", "--runtime", "spark"],
     ["run", "no_such_module:app"],
     ["run", "hud"],  # no --stream and no registered stream feeds hud
+    ["run", "hud", "--stream", "synthetic://hud", "--save", "/no/such/folder/run.json"],  # before the run
+    ["demo", "hud", "--save", "/no/such/folder/demo.json"],  # before training or running anything
+    ["demo", "hud", "--save", "/"],  # a folder
     ["streams", "add", "cam", "synthetic://hud", "--app", "nope"],
     ["streams", "add", "cam", "synthetic://hud", "--until", "0"],
     ["streams", "add", "cam", "synthetic://hud", "--tag", "bad"],

@@ -3,29 +3,44 @@ SQL the demo prints and an optional summary computed from the rows."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from vidnexus.streams.spec import StreamSpec
 
-__all__ = ["DemoSpec", "Streams"]
+__all__ = ["DemoSpec", "DemoSummary", "Streams"]
 
 Streams = Callable[[int, float, float, float], list[StreamSpec]]
 """``streams(n, seconds, source_fps, sample_fps)``: the demo's streams (synthetic URLs, real files)."""
 
 
 @dataclass(frozen=True)
+class DemoSummary:
+    """What a demo's summary found: the lines it prints (rich markup allowed) and the same figures
+    as data, for ``vidnexus demo --save`` (JSON values only: numbers, strings, lists, dicts).
+
+    Example:
+        >>> s = DemoSummary(("[bold]cam-1[/]: 3 vehicles",), {"vehicles": {"cam-1": 3}})
+        >>> s.figures["vehicles"]["cam-1"]
+        3
+    """
+
+    lines: tuple[str, ...] = ()
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class DemoSpec:
     """``streams(n, seconds, source_fps, sample_fps)`` → the streams to run on; ``prepare(settings)``
     trains or loads the app's models and returns a report (printed); ``summary(store, executor)``
-    returns lines computed from what the pipeline wrote (``executor``: the in-process
-    :class:`~vidnexus.gpu_executor.executor.Executor`)."""
+    returns a :class:`DemoSummary` computed from what the pipeline wrote (``executor``: the
+    in-process :class:`~vidnexus.gpu_executor.executor.Executor`)."""
 
     streams: Streams
     queries: dict[str, str]
     tables: tuple[str, ...]
     prepare: Callable[[Any], dict[str, Any]] = lambda settings: {}
-    summary: Callable[[Any, Any], list[str]] | None = None
+    summary: Callable[[Any, Any], DemoSummary] | None = None
     source_fps: float = 10.0
     sample_fps: float = 5.0
     slo_ms: float | None = None

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from vidnexus.cli.common import console, err_console, finite, print_result, require_kafka, settings
@@ -346,23 +347,34 @@ def _embedded(app: Any, streams: Any, *, fresh: bool, realtime_note: str, timeou
     return result, run
 
 
-def _report(result: Any, slo_ms: float) -> None:
-    console.print(f"sampled frames: {result.published}, accounted in vnx_frames: {result.accounted} "
-                  f"({', '.join(f'{k} {v}' for k, v in sorted(result.status.items())) or 'none'}); "
-                  f"each frame is a row in the app's tables or a drop with its reason (SLO {slo_ms:g} ms)")
+def _report(result: Any, slo_ms: float) -> list[str]:
+    """Print the run's report; returns its lines as plain text (for --save)."""
+    lines = [f"sampled frames: {result.published}, accounted in vnx_frames: {result.accounted} "
+             f"({', '.join(f'{k} {v}' for k, v in sorted(result.status.items())) or 'none'}); "
+             f"each frame is a row in the app's tables or a drop with its reason (SLO {slo_ms:g} ms)"]
     failed = [s for s in result.streams if s.state == "failed"]
     for s in failed:
-        console.print(f"[red]stream {s.name} failed[/]: {s.reason}", markup=True)
+        lines.append(f"[red]stream {escape(s.name)} failed[/]: {escape(s.reason)}")
     for s in result.executor_stats:
-        console.print(f"executor session [bold]{s['session']}[/]: {s['arrivals']} requests, mean batch "
-                      f"{s['mean_batch']:.1f}, p50 {s['latency_p50_ms']:.1f} ms, p99 {s['latency_p99_ms']:.1f} ms, "
-                      f"drops {s['drops'] or 'none'}")
+        lines.append(f"executor session [bold]{escape(s['session'])}[/]: {s['arrivals']} requests, mean batch "
+                     f"{s['mean_batch']:.1f}, p50 {s['latency_p50_ms']:.1f} ms, p99 {s['latency_p99_ms']:.1f} ms, "
+                     f"drops {escape(str(s['drops'] or 'none'))}")
     if result.plans:
         last = result.plans[-1]
         sp = last.splits.get(result.app)
         what = (f"split {sp.budgets_ms} ms (γ {sp.gamma})" if sp and sp.ok else (sp.reason if sp else "no split"))
-        console.print(f"scheduler: {len(result.plans)} epochs; app {result.app}: {what}; worker's stage SLOs "
-                      f"{result.stage_slos_ms} ms", markup=False)
+        lines.append(escape(f"scheduler: {len(result.plans)} epochs; app {result.app}: {what}; worker's stage SLOs "
+                            f"{result.stage_slos_ms} ms"))
+    for line in lines:
+        console.print(line)
+    return [_plain_text(line) for line in lines]
+
+
+def _plain_text(markup: str) -> str:
+    """A line of rich markup as the plain text it prints."""
+    from rich.text import Text
+
+    return Text.from_markup(markup).plain
 
 
 def _with_slo(app: Any, slo_ms: float | None) -> Any:
@@ -374,6 +386,34 @@ def _with_slo(app: Any, slo_ms: float | None) -> Any:
     other = copy.copy(app)
     other.slo_ms = float(slo_ms)
     return other
+
+
+SAVE_HELP = ("Write what the run measured to this JSON file (atomically): the command, machine, git commit, "
+             "settings, streams, frames accounted by status, per-stream latency, executor stats, plans"
+             "{extra}. Committed runs go to bench/results/{name}-APP-DATE.json.")
+
+
+def _save_option(extra: str, name: str) -> Any:
+    return typer.Option(None, "--save", metavar="FILE.json", dir_okay=False,
+                        help=SAVE_HELP.format(extra=extra, name=name))
+
+
+def _save(path: Path, result: Any, *, clock: Any, started: tuple[float, float], options: dict[str, Any],
+          report: list[str], tables: dict[str, int], demo_output: Any = None) -> None:
+    """Write the run's record to ``path`` (``--save``); ``started``: the command's (wall, now)."""
+    from vidnexus.benchmarks.machine import machine_info
+    from vidnexus.cli.saved_run import command_line, git_state, write_json
+    from vidnexus.roles.run_record import run_record
+
+    doc = run_record(result, command=command_line(), started_wall=started[0], duration_s=clock.now() - started[1],
+                     machine=machine_info(), git=git_state(), settings=settings(bus="memory"), options=options,
+                     report=report, tables=tables, demo=demo_output)
+    write_json(path, doc)
+    err_console.print(f"saved the run to {path}", markup=False, highlight=False)
+
+
+def _table_rows(emb: Any, tables: Any) -> dict[str, int]:
+    return {t: int(emb.query(f"SELECT count() FROM {t} FINAL").scalar()) for t in sorted(tables)}
 
 
 def run(
@@ -391,14 +431,21 @@ def run(
     sql_port: Optional[int] = typer.Option(None, min=0, max=65535, help="Serve the read-only SQL endpoint on this "
                                            "port while running (0: any free port)."),
     threads: int = typer.Option(1, min=0, help="torch intra-op threads (0 = torch default)."),
+    save: Optional[Path] = _save_option(", rows per table", "run"),
 ) -> None:
     """Run an app embedded: every role (ingest, worker, executor, scheduler, sink) in this process,
     over the in-memory bus and the embedded store, until its file streams end and every frame is
     accounted (live streams: until Ctrl-C). Rows land in the app's tables and vnx_frames; query
     them with `vidnexus sql` afterwards (or through --sql-port while it runs)."""
     from vidnexus.apps import load_app
+    from vidnexus.clock import MonotonicClock
+    from vidnexus.cli.saved_run import check_save_path
     from vidnexus.streams.spec import StreamSpec
 
+    if save is not None:
+        check_save_path(save)
+    clock = MonotonicClock()
+    started = clock.wall(), clock.now()
     the_app = _with_slo(load_app(app_ref), slo_ms)
     specs = None
     if stream:
@@ -412,10 +459,14 @@ def run(
     result, emb = _embedded(the_app, specs, fresh=False, realtime_note="", timeout=timeout, sql_port=sql_port,
                             threads=threads)
     try:
-        _report(result, the_app.slo_ms)
-        for t in sorted(the_app.tables):
-            n = emb.query(f"SELECT count() FROM {t} FINAL").scalar()
+        report = _report(result, the_app.slo_ms)
+        tables = _table_rows(emb, the_app.tables)
+        for t, n in tables.items():
             console.print(f"table {t}: {n} rows (vidnexus sql \"SELECT * FROM {t} FINAL LIMIT 10\")", markup=False)
+        if save is not None:
+            options = {"app": app_ref, "stream": list(stream), "fps": fps, "realtime": realtime, "until": until,
+                       "slo_ms": slo_ms, "timeout": timeout, "threads": threads}
+            _save(save, result, clock=clock, started=started, options=options, report=report, tables=tables)
     finally:
         emb.close()
 
@@ -430,6 +481,8 @@ def demo(
     slo_ms: Optional[float] = typer.Option(None, callback=finite, min=1.0, help="End-to-end latency SLO (ingest to "
                                            "row); default: the app's."),
     fast: bool = typer.Option(False, help="Do not pace sources at real time."),
+    save: Optional[Path] = _save_option(", the models' preparation, the SQL results and the summary with its "
+                                        "figures", "demo"),
 ) -> None:
     """A built-in app end to end on the embedded default (`vidnexus run` with the app's synthetic
     streams): prints the SQL results."""
@@ -437,13 +490,22 @@ def demo(
     from dataclasses import replace
 
     from vidnexus.apps import APP_REFS, load_app
+    from vidnexus.clock import MonotonicClock
+    from vidnexus.cli.saved_run import check_save_path
+    from vidnexus.roles.run_record import DemoOutput, QueryRows
 
     if name not in APP_REFS:
         raise VidnexusError(f"unknown demo {name!r}; available: {', '.join(APP_REFS)}")
+    if save is not None:
+        check_save_path(save)
+    clock = MonotonicClock()
+    started = clock.wall(), clock.now()
     spec = importlib.import_module(APP_REFS[name].partition(":")[0]).DEMO
     cfg = settings(bus="memory")
     err_console.print("demo: training/loading models …")
-    for what, text in spec.prepare(cfg).items():
+    prepared = {what: str(text) for what, text in spec.prepare(cfg).items()}
+    prepare_s = clock.now() - started[1]
+    for what, text in prepared.items():
         console.print(f"[bold]{what}[/]: {text}")
     the_app = _with_slo(load_app(name), slo_ms or spec.slo_ms)
     specs = [replace(s, realtime=not fast) for s in spec.streams(streams, seconds, spec.source_fps,
@@ -451,13 +513,25 @@ def demo(
     result, emb = _embedded(the_app, specs, fresh=True, realtime_note="" if fast else " (paced at real time)",
                             timeout=None, sql_port=None, threads=1)
     try:
-        _report(result, the_app.slo_ms)
+        report = _report(result, the_app.slo_ms)
+        queries = []
         for title, sql in spec.queries.items():
             console.print(f"\n[bold]SQL[/] ({title}):[dim]{sql}[/]")
-            print_result(emb.query(sql))
-        if spec.summary is not None:
-            for line in spec.summary(emb.store, emb.executor.executor):
-                console.print(line)
+            res = emb.query(sql)
+            print_result(res)
+            queries.append(QueryRows(title, sql, tuple(res.columns), tuple(tuple(r) for r in res.rows)))
+        summary = spec.summary(emb.store, emb.executor.executor) if spec.summary is not None else None
+        for line in summary.lines if summary is not None else ():
+            console.print(line)
+        if save is not None:
+            out = DemoOutput(name, prepared, prepare_s, tuple(queries),
+                             tuple(_plain_text(line) for line in summary.lines) if summary else (),
+                             dict(summary.figures) if summary else {})
+            options = {"name": name, "streams": streams, "seconds": seconds,
+                       "sample_fps": sample_fps or spec.sample_fps, "source_fps": spec.source_fps,
+                       "slo_ms": slo_ms, "fast": fast}
+            _save(save, result, clock=clock, started=started, options=options, report=report,
+                  tables=_table_rows(emb, the_app.tables), demo_output=out)
     finally:
         emb.close()
 

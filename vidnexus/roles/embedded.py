@@ -17,6 +17,7 @@ Example (the ``hud`` app on one synthetic stream; ``vidnexus run hud --stream sy
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
@@ -25,12 +26,14 @@ from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import Settings
 from vidnexus.connectors.factory import open_store
 from vidnexus.connectors.memory_bus import MemoryBus
-from vidnexus.connectors.store import QueryResult, Store, quote
+from vidnexus.connectors.store import QueryResult, Store, ensure_table, quote
 from vidnexus.contracts.plans import EpochPlan
+from vidnexus.contracts.profile import Profile
 from vidnexus.contracts.sessions import SessionKey
 from vidnexus.control.scheduler import SchedulerConfig
 from vidnexus.errors import ConfigError
 from vidnexus.operators.chain import App
+from vidnexus.operators.engine import app_schemas
 from vidnexus.operators.infer import stage_slos
 from vidnexus.roles.executor import ExecutorRole, LoadModels
 from vidnexus.roles.ingest import IngestRole
@@ -40,7 +43,7 @@ from vidnexus.roles.worker import WorkerRole
 from vidnexus.streams.ingest import StreamSpec, StreamStatus
 from vidnexus.streams.registry import StreamRegistry
 
-__all__ = ["Embedded", "RunResult", "app_loader", "EMBEDDED_SCHEDULER"]
+__all__ = ["Embedded", "RunResult", "StreamFrames", "app_loader", "EMBEDDED_SCHEDULER"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +65,24 @@ def app_loader(settings: Settings, app: App, device: str = "cpu") -> LoadModels:
                                         repo=repository(settings))
 
 
+@dataclass(frozen=True)
+class StreamFrames:
+    """One stream's frames in ``vnx_frames``: how they ended, and the latency (ingest to the
+    worker's outcome) of those that ended ``ok``."""
+
+    stream: str
+    status: dict[str, int]
+    ok_within_slo: int
+    """Frames ``ok`` with a latency within the app's end-to-end SLO."""
+    ok_p50_ms: float | None
+    ok_p99_ms: float | None
+    """ClickHouse's ``quantile`` (as the apps' queries) over the ``ok`` frames; None without any."""
+
+    @property
+    def frames(self) -> int:
+        return sum(self.status.values())
+
+
 @dataclass
 class RunResult:
     """What an embedded run did."""
@@ -78,6 +99,17 @@ class RunResult:
     plans: list[EpochPlan] = field(default_factory=list)
     stage_slos_ms: dict[str, float] = field(default_factory=dict)
     """The stage SLOs the worker used at the end (the scheduler's split once adopted)."""
+    specs: list[StreamSpec] = field(default_factory=list)
+    """The streams the run ingested (URL and sampling)."""
+    slo_ms: float = 0.0
+    """The app's end-to-end SLO."""
+    per_stream: list[StreamFrames] = field(default_factory=list)
+    reasons: dict[str, int] = field(default_factory=dict)
+    """Frames whose ``vnx_frames`` reasons name each drop reason (a frame with two counts under both)."""
+    profiles: dict[str, Profile] = field(default_factory=dict)
+    """The executor's ℓ(b) of each model at the end (measured, refreshed online)."""
+    elapsed_s: float = 0.0
+    """Seconds :meth:`Embedded.run` ran (models loaded before it started)."""
 
     @property
     def accounted(self) -> int:
@@ -107,13 +139,18 @@ class Embedded:
             if fresh:
                 for t in (*app.tables, "vnx_frames"):
                     self.store.execute(f"DROP TABLE IF EXISTS {t}")
+            for schema in app_schemas(app).values():  # a run that writes no row still has them to query
+                ensure_table(self.store, schema)
             registry = StreamRegistry(self.store)
             if streams is not None:
                 for s in streams:
                     registry.add(replace(s, apps=(app.name,)), check=False, overwrite=True)
                 names = {s.name for s in streams}
+                self.specs = list(streams)
             else:
-                names = {r.spec.name for r in registry.list() if r.state == "enabled" and app.name in r.spec.apps}
+                rows = [r for r in registry.list() if r.state == "enabled" and app.name in r.spec.apps]
+                names = {r.spec.name for r in rows}
+                self.specs = [r.spec for r in rows]
             if not names:
                 raise ConfigError(f"app {app.name}: no stream to run on; give --stream URL or register one with "
                                   f"`vidnexus streams add NAME URL --app {app.name}`")
@@ -139,6 +176,7 @@ class Embedded:
             self.store.close()
             raise
         self._stop = threading.Event()
+        self._elapsed_s = 0.0
 
     def stop(self) -> None:
         """End the run early (Ctrl-C, SIGTERM): what was read is still processed and accounted."""
@@ -164,7 +202,8 @@ class Embedded:
         for t in threads.values():
             t.daemon = True
             t.start()
-        deadline = None if timeout_s is None else self.clock.now() + timeout_s
+        started = self.clock.now()
+        deadline = None if timeout_s is None else started + timeout_s
         try:
             while not self._stop.is_set():
                 ingesting = threads["ingest"].is_alive()
@@ -190,17 +229,33 @@ class Embedded:
                 threads[name].join(timeout=60)
             if self.endpoint is not None:
                 self.endpoint.stop()
+            self._elapsed_s = self.clock.now() - started
         return self.result()
 
     def result(self) -> RunResult:
         streams = self.ingest.statuses()
+        core = self.executor.executor
         res = RunResult(self.app.name, streams, sum(s.published for s in streams), self.worker.stats.frames,
-                        executor_stats=self.executor.executor.stats() if self.executor.executor else [],
-                        plans=list(self.plans), stage_slos_ms=dict(self.worker.backend.slos))
-        names = ", ".join(quote(n) for n in sorted(self.names))
-        q = self.store.query(f"SELECT status, count() FROM vnx_frames FINAL WHERE app = {quote(self.app.name)} "
-                             f"AND stream IN ({names}) GROUP BY status")
-        res.status = {str(s): int(n) for s, n in q.rows}
+                        executor_stats=core.stats() if core else [], plans=list(self.plans),
+                        stage_slos_ms=dict(self.worker.backend.slos), specs=list(self.specs),
+                        slo_ms=float(self.app.slo_ms), profiles=core.core.profiles() if core else {},
+                        elapsed_s=self._elapsed_s)
+        where = (f"app = {quote(self.app.name)} AND stream IN "
+                 f"({', '.join(quote(n) for n in sorted(self.names))})")
+        by_stream: dict[str, dict[str, int]] = {}
+        for stream, status, n in self.store.query(f"SELECT stream, status, count() FROM vnx_frames FINAL "
+                                                  f"WHERE {where} GROUP BY stream, status").rows:
+            by_stream.setdefault(str(stream), {})[str(status)] = int(n)
+            res.status[str(status)] = res.status.get(str(status), 0) + int(n)
+        q = self.store.query(f"SELECT stream, countIf(status = 'ok' AND latency_ms <= {float(self.app.slo_ms)!r}), "
+                             "quantileIf(0.5)(latency_ms, status = 'ok'), quantileIf(0.99)(latency_ms, status = 'ok') "
+                             f"FROM vnx_frames FINAL WHERE {where} GROUP BY stream ORDER BY stream")
+        res.per_stream = [StreamFrames(str(s), by_stream.get(str(s), {}), int(n), _ms(p50), _ms(p99))
+                          for s, n, p50, p99 in q.rows]
+        for reasons, n in self.store.query(f"SELECT reasons, count() FROM vnx_frames FINAL WHERE {where} "
+                                           "AND reasons != '' GROUP BY reasons").rows:
+            for kind in {part.rpartition(":")[0] or part for part in str(reasons).split(",") if part}:
+                res.reasons[kind] = res.reasons.get(kind, 0) + int(n)
         return res
 
     def query(self, sql: str) -> QueryResult:
@@ -214,3 +269,12 @@ class Embedded:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _ms(value: Any) -> float | None:
+    """A latency quantile from ClickHouse, rounded; None for null or nan (no frame to take it over)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return round(v, 1) if math.isfinite(v) else None

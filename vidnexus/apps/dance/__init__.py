@@ -38,7 +38,7 @@ from vidnexus.apps.dance.render import (
     reference_angles,
 )
 from vidnexus.apps.compute import compute_stage_model, discard_output, frame_input, keep_element
-from vidnexus.apps.spec import DemoSpec
+from vidnexus.apps.spec import DemoSpec, DemoSummary
 from vidnexus.clock import wall_time
 from vidnexus.config import load_settings
 from vidnexus.operators.chain import App, Inferred, Stream
@@ -157,11 +157,14 @@ def _prepare(settings: Any) -> dict[str, Any]:
                               f"{100 * rep['heldout_mean_error_crop']:.1f}% of the crop side"}
 
 
-def _summary(store: Any, executor: Any) -> list[str]:
+def _summary(store: Any, executor: Any) -> DemoSummary:
     r = store.query("SELECT stream, 100 * avg(sim), 100 * avg(sim_truth), avg(kp_error_px) FROM dance_frames FINAL "
                     "GROUP BY stream ORDER BY stream")
-    return [f"{s}: score {a:.1f} from the keypoints read, {b:.1f} from the true keypoints "
-            f"(mean keypoint error {e:.1f} px)" for s, a, b, e in r.rows]
+    lines = tuple(f"{s}: score {a:.1f} from the keypoints read, {b:.1f} from the true keypoints "
+                  f"(mean keypoint error {e:.1f} px)" for s, a, b, e in r.rows)
+    scores = [{"stream": s, "score_read": round(float(a), 1), "score_truth": round(float(b), 1),
+               "kp_error_px": round(float(e), 2)} for s, a, b, e in r.rows]
+    return DemoSummary(lines, {"scores": scores})
 
 
 DEMO = DemoSpec(streams=_streams, queries=QUERIES, tables=("dance_frames",), prepare=_prepare, summary=_summary)

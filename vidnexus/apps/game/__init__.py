@@ -221,33 +221,48 @@ def _prepare(settings: Any) -> dict[str, Any]:
     }
 
 
-def icon_cost_summary(store: Any, executor: Any) -> list[str]:
+def icon_cost_summary(store: Any, executor: Any) -> DemoSummary:
     """The icon step's DNN work with WEG vs the oracle alone, from the rows written and the
     executor's measured batch-1 costs (ℓ(1)) of the models."""
     r = store.query("SELECT count(), countIf(icon_path = 'oracle' OR icon_path LIKE '%oracle%' OR "
-                    "icon_path = 'compact+audit'), countIf(icon_path != 'oracle'), "
+                    "icon_path = 'compact+audit'), countIf(icon_path != 'oracle'), countIf(icon_path = 'compact'), "
                     "round(100 * avg(item_read = item_truth), 2) FROM game_reads FINAL")
-    n, oracle_calls, compact_calls, item_pct = r.rows[0]
+    n, oracle_calls, compact_calls, compact_only, item_pct = r.rows[0]
     if not n:
-        return ["no rows: nothing to summarize"]
+        return DemoSummary(("no rows: nothing to summarize",), {"icons": 0})
+    retrain_ms = 1000 * sum(specializer.retrain_seconds)
+    compact_only_pct = round(100 * compact_only / n, 1)
+    figures: dict[str, Any] = {
+        "icons": int(n), "oracle_calls": int(oracle_calls), "compact_calls": int(compact_calls),
+        "compact_only": int(compact_only), "compact_only_pct": compact_only_pct, "item_pct": float(item_pct),
+        "specializations": len(specializer.retrain_seconds), "retrain_ms": round(retrain_ms, 1),
+    }
+    lines = [
+        f"[bold]icon step[/]: {n} icons; oracle ran on {oracle_calls}, the compact model on {compact_calls} "
+        f"(alone on {compact_only}, {compact_only_pct}%); {len(specializer.retrain_seconds)} specializations "
+        f"trained in {retrain_ms:.0f} ms; item accuracy {item_pct}%",
+    ]
     profiles = executor.core.profiles()
     icon = next((m for m in profiles if m.startswith("game_icons_g")), None)
     if icon is None or COMPACT_MODEL not in profiles:
-        return []
+        return DemoSummary(tuple(lines), figures)
     c_oracle = profiles[icon].latency(1) * 1000
     c_compact = profiles[COMPACT_MODEL].latency(1) * 1000
-    retrain_ms = 1000 * sum(specializer.retrain_seconds)
     weg_ms = oracle_calls * c_oracle + compact_calls * c_compact + retrain_ms
     base_ms = n * c_oracle
-    return [
-        f"[bold]icon step[/]: {n} icons; oracle ran on {oracle_calls}, the compact model on {compact_calls}; "
-        f"{len(specializer.retrain_seconds)} specializations trained in {retrain_ms:.0f} ms; item accuracy {item_pct}%",
-        f"icon DNN work (measured ℓ(1): oracle {c_oracle:.2f} ms, compact {c_compact:.2f} ms): "
-        f"{weg_ms:.0f} ms with WEG vs {base_ms:.0f} ms oracle-only → [bold]{base_ms / max(weg_ms, 1e-9):.2f}× less[/]",
-    ]
+    less = base_ms / max(weg_ms, 1e-9)
+    figures.update({
+        "l1_ms": {"oracle": round(c_oracle, 3), "compact": round(c_compact, 3)},
+        "l1_models": {"oracle": icon, "compact": COMPACT_MODEL},
+        "icon_work_ms": {"weg": round(weg_ms, 1), "oracle_only": round(base_ms, 1)},
+        "icon_work_ratio": round(less, 3),
+    })
+    lines.append(f"icon DNN work (measured ℓ(1): oracle {c_oracle:.2f} ms, compact {c_compact:.2f} ms): "
+                 f"{weg_ms:.0f} ms with WEG vs {base_ms:.0f} ms oracle-only → [bold]{less:.2f}× less[/]")
+    return DemoSummary(tuple(lines), figures)
 
 
-from vidnexus.apps.spec import DemoSpec  # noqa: E402
+from vidnexus.apps.spec import DemoSpec, DemoSummary  # noqa: E402
 
 DEMO = DemoSpec(streams=_streams, queries=QUERIES, tables=("game_reads",), prepare=_prepare,
                 summary=icon_cost_summary, slo_ms=300)

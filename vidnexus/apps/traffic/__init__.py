@@ -33,7 +33,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from vidnexus.apps.compute import compute_stage_model, discard_output, frame_input, keep_element
-from vidnexus.apps.spec import DemoSpec
+from vidnexus.apps.spec import DemoSpec, DemoSummary
 from vidnexus.apps.traffic.models import COLOUR_NAMES, crop_input
 from vidnexus.apps.traffic.render import parse_cars
 from vidnexus.clock import wall_time
@@ -200,23 +200,28 @@ def _prepare(settings: Any) -> dict[str, Any]:
     return out
 
 
-def _summary(store: Any, executor: Any) -> list[str]:
+def _summary(store: Any, executor: Any) -> DemoSummary:
     """Counted vehicles per camera next to the truth: the generator's for synthetic cameras (cars
     that entered the view), the hand count for the real video (cars a person saw enter by then)."""
-    lines = []
+    lines, vehicles = [], []
     r = store.query("SELECT stream, uniqExactIf(track_id, counts = 1), max(truth_entered), max(pts) "
                     "FROM traffic_objects FINAL GROUP BY stream ORDER BY stream")
     real = _real_video()
     for stream, counted, entered, last_pts in r.rows:
+        row: dict[str, Any] = {"stream": stream, "counted": int(counted), "truth": None, "truth_from": None,
+                               "up_to_s": round(float(last_pts), 1)}
         if stream == "parking-lot" and real is not None and _hand_events(real):
             seen = sum(1 for start, _, _ in _hand_events(real) if start <= last_pts)
+            row.update(truth=seen, truth_from="tests/data/hand_counts.json")
             lines.append(f"{stream}: counted {counted} vehicles; a person counted {seen} entering in the part of "
                          f"{REAL_VIDEO} played, up to {last_pts:.0f} s (tests/data/hand_counts.json)")
         elif entered < 0:
             lines.append(f"{stream}: counted {counted} vehicles")
         else:
+            row.update(truth=int(entered), truth_from="generator")
             lines.append(f"{stream}: counted {counted} vehicles; the generator sent {entered} into view")
-    return lines
+        vehicles.append(row)
+    return DemoSummary(tuple(lines), {"vehicles": vehicles})
 
 
 DEMO = DemoSpec(streams=_streams, queries=QUERIES, tables=("traffic_objects",), prepare=_prepare,
