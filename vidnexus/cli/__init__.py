@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from vidnexus.cli import roles
-from vidnexus.cli.common import console, err_console, finite, print_result, settings
+from vidnexus.cli.common import RepeatFilter, console, err_console, finite, print_result, settings
 from vidnexus.cli.streams import streams_app
 from vidnexus.config import Settings
 from vidnexus.errors import VidnexusError
@@ -340,7 +340,9 @@ def run(argv: list[str] | None = None) -> int:
 
 def main() -> None:
     """Entry point: one-line errors for user mistakes, non-zero exit codes."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RepeatFilter())
     # Client libraries log connection failures with tracebacks; we report them in one line instead.
     for noisy in ("clickhouse_driver", "kafka"):
         logging.getLogger(noisy).setLevel(logging.CRITICAL)

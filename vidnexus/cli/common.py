@@ -63,3 +63,32 @@ def print_result(res: Any, fmt: str = "table", title: str | None = None) -> None
     for r in res.rows:
         t.add_row(*[("" if v is None else str(v)) for v in r])
     console.print(t)
+
+
+class RepeatFilter:
+    """A logging filter that lets a repeated line through at most once per ``every_s`` seconds,
+    with the count of those it held back: an outage logs one line per state change instead of one
+    per retry. Lines of our own loggers repeat when their text does; a client library's when its
+    template does (their arguments are connection ids and counters)."""
+
+    def __init__(self, every_s: float = 30.0, clock: Any = None) -> None:
+        from vidnexus.clock import MonotonicClock
+
+        self.every_s = every_s
+        self._clock = clock or MonotonicClock()
+        self._seen: dict[tuple[str, int, str], tuple[float, int]] = {}
+
+    def filter(self, record: Any) -> bool:
+        text = record.getMessage() if record.name.startswith("vidnexus") else str(record.msg)
+        key = (record.name, record.levelno, text[:200])
+        now = self._clock.now()
+        last = self._seen.get(key)
+        if last is not None and now - last[0] < self.every_s:
+            self._seen[key] = (last[0], last[1] + 1)
+            return False
+        if last is not None and last[1]:
+            record.msg = f"{record.msg} ({last[1]} more like this in the last {now - last[0]:.0f} s)"
+        if len(self._seen) > 5000:
+            self._seen.clear()
+        self._seen[key] = (now, 0)
+        return True

@@ -36,6 +36,17 @@ def _shard(shard: str) -> tuple[int, int]:
     return i, n
 
 
+def _serve_health(cfg: Any, role: str, health: Any) -> Any:
+    """``GET /health`` on ``VNX_HEALTH_PORT`` when set (None otherwise)."""
+    if not cfg.health_port:
+        return None
+    from vidnexus.roles.health import HealthServer
+
+    server = HealthServer(health, cfg.metrics_host, cfg.health_port).start()
+    err_console.print(f"{role}: health on http://{cfg.metrics_host}:{server.port}/health", markup=False)
+    return server
+
+
 # -- ingest ------------------------------------------------------------------------------------
 def ingest(
     shard: str = typer.Option("0/1", help="This process's shard of the streams, i/n."),
@@ -54,7 +65,8 @@ def ingest(
         bus = open_bus(cfg)
         try:
             role = IngestRole(cfg, bus=bus, store=store, shard=i, shards=n, poll_s=poll)
-            _follow_ingest(role, once)
+            _serve_health(cfg, "ingest", role.health)
+            _follow_ingest(role, once, shard)
         finally:
             bus.close()
     finally:
@@ -63,9 +75,26 @@ def ingest(
         raise typer.Exit(1)
 
 
-def _follow_ingest(role: Any, once: bool) -> None:
-    """Run ingest with a live table of every stream on stderr."""
+def _follow_ingest(role: Any, once: bool, shard: str) -> None:
+    """Run ingest with a live table of every stream on stderr (a terminal), or one line per change
+    of a stream's state (a log)."""
     from rich.live import Live
+
+    _stop_on_signals(role.stop)
+    if not err_console.is_terminal:
+        err_console.print(f"ingest: shard {shard}, following the registry", markup=False)
+        seen: dict[str, str] = {}
+
+        def changes(statuses: list[Any]) -> None:
+            for s in statuses:
+                if seen.get(s.name) != s.state:
+                    seen[s.name] = s.state
+                    why = f" ({s.reason[:200]})" if s.reason and s.state != "running" else ""
+                    err_console.print(f"ingest: stream {s.name} {s.state}: {s.published} published{why}",
+                                      markup=False)
+        role.run(once=once, on_tick=changes)
+        changes(role.statuses())
+        return
 
     clock = role.clock  # the stream workers' clock: status times are on it
 
@@ -81,7 +110,6 @@ def _follow_ingest(role: Any, once: bool) -> None:
                       str(s.corrupt), str(s.errors), str(s.reconnects), s.reason[:60])
         return t
 
-    _stop_on_signals(role.stop)
     with Live(table([]), console=err_console, refresh_per_second=2) as live:
         role.run(once=once, on_tick=lambda st: live.update(table(st)))
         live.update(table(role.statuses()))
@@ -142,6 +170,7 @@ def executor(
             members = sorted(m for m, g in role.groups.items() if g == gid)
             err_console.print(f"executor: prefix batching: {', '.join(members)} share one trunk")
         err_console.print(f"executor: serving {', '.join(map(str, sessions))} (id {role.id})")
+        _serve_health(cfg, "executor", role.outage.health)
         role.run(stop)
     finally:
         bus.close()
@@ -183,6 +212,7 @@ def scheduler(
     stop = threading.Event()
     _stop_on_signals(stop)
     err_console.print(f"scheduler: running (generation {role.state.generation})")
+    _serve_health(cfg, "scheduler", role.outage.health)
     try:
         role.run(stop)
     finally:
@@ -257,6 +287,7 @@ def worker(
     stop = threading.Event()
     _stop_on_signals(stop)
     err_console.print(f"worker: app {the_app.name} started")
+    _serve_health(cfg, "worker", role.outage.health)
     try:
         st = role.run(stop)
         err_console.print(f"worker: stopped after {st.frames} frames ({st.status}), {st.dead} dead-lettered")
@@ -287,6 +318,7 @@ def sink(
             stop = threading.Event()
             _stop_on_signals(stop)
             err_console.print(f"sink: {role.topic} → {cfg.store}")
+            _serve_health(cfg, "sink", role.outage.health)
             st = role.run(stop)
             err_console.print(f"sink: stopped after {st.rows} rows in {st.inserts} inserts ({st.dead} dead-lettered)")
         finally:

@@ -42,6 +42,10 @@ class PlanFollower:
                 logger.warning("ignoring a plan document: %s", e)
                 continue
             if p.supersedes(self.current):
+                if self.current is None or p.generation != self.current.generation:
+                    # A scheduler started (or restarted): its epochs count from 1 again.
+                    logger.warning("following the plans of scheduler generation %d (epoch %d)%s", p.generation,
+                                   p.epoch, f"; was {self.current.generation}" if self.current else "")
                 self.current = newest = p
         return newest
 

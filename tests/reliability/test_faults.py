@@ -1,0 +1,35 @@
+"""Fault runs of the distributed pipeline on a broker and ClickHouse server of their own (issue 29):
+the faults production meets most, each ending with every sampled frame accounted once, no result
+row of a dropped frame, and every role still running but the one the fault restarted. The full
+list runs with ``python -m tests.reliability.faults`` (figures in bench/results/faults-*.json)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.reliability.faults import FAULTS, QUICK, Run, Services
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory):
+    from vidnexus.config import Settings
+    from vidnexus.training.digits import load_or_train
+
+    load_or_train(Settings().data_dir / "models")
+    s = Services.start(tmp_path_factory.mktemp("faults"))
+    yield s
+    s.stop()
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("fault", QUICK)
+def test_the_pipeline_survives(services, fault, capsys):
+    run = Run(services, FAULTS[fault], streams=2, seconds=30.0, fault_at_s=10.0)
+    v = run.execute()
+    print(v)
+    assert v.ok, f"{v}\n{run.logs()}"
+    assert v.expected == 2 * 150 and v.status.get("ok", 0) > 0
+    if fault == "store-down-20s":
+        assert v.recovered_in_s >= 0  # frames were accounted again after the store came back
