@@ -183,7 +183,9 @@ class Verdict:
     drops: dict[str, int] = field(default_factory=dict)
     undelivered: int = 0
     replayed_rows: int = 0
-    """vnx_frames rows before deduplication beyond one per frame (work done again after the fault)."""
+    """vnx_frames rows beyond one per frame still unmerged at the end: a lower bound on the frames
+    processed again after the fault (the server's background merges remove such rows within
+    seconds, so 0 does not mean there was no replay)."""
     fault_at_s: float = 0.0
     recovered_in_s: float = 0.0
     """From the fault's end to the first frame accounted after it."""
