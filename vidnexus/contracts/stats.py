@@ -59,6 +59,8 @@ class ExecutorStats:
     serving: tuple[str, ...] = ()
     profiles: dict[str, Profile] = field(default_factory=dict)
     sessions: tuple[SessionStats, ...] = ()
+    every_s: float = 0.0
+    """Seconds between this executor's reports (0: not said; documents of older executors)."""
 
 
 def _nan_free(v: float) -> float | None:
@@ -75,6 +77,7 @@ def encode_stats(s: ExecutorStats) -> bytes:
         "profiles": {m: p.to_dict() for m, p in s.profiles.items()},
         "sessions": [{k: (_nan_free(v) if isinstance(v, float) else v) for k, v in asdict(x).items()}
                      for x in s.sessions],
+        "every_s": s.every_s,
     }
     return to_json("stats", STATS_VERSION, doc)
 
@@ -87,6 +90,7 @@ def decode_stats(raw: bytes) -> ExecutorStats:
         return ExecutorStats(str(d["executor"]), str(d["device"]), float(d["ts"]),
                              {str(k): int(v) for k, v in d.get("targets", {}).items()},
                              tuple(str(x) for x in d.get("serving", [])),
-                             {m: Profile.from_dict(p) for m, p in d.get("profiles", {}).items()}, sessions)
+                             {m: Profile.from_dict(p) for m, p in d.get("profiles", {}).items()}, sessions,
+                             float(d.get("every_s", 0.0)))
     except (KeyError, TypeError, ValueError) as e:
         raise CodecError(f"malformed stats document: {e}") from None

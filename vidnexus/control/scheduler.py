@@ -52,7 +52,9 @@ class SchedulerConfig:
     change: float = 0.5
     """Relative rate change of a session that triggers an early epoch."""
     stale_s: float | None = None
-    """An executor silent for longer is dead (default: max(3 s, ``min_epoch_s``))."""
+    """An executor silent for longer is dead (default: per executor, max(3 s, ``min_epoch_s``,
+    three of the stats periods it reports), so that a live executor is never planned out between
+    two of its reports)."""
     retire_idle_s: float = 120.0
     split_step_s: float = 0.01
     """Latency-split granularity (ε): 10 ms steps, so stage SLOs do not churn between epochs."""
@@ -64,6 +66,10 @@ class SchedulerConfig:
     @property
     def stale(self) -> float:
         return self.stale_s if self.stale_s is not None else max(3.0, self.min_epoch_s)
+
+    def stale_for(self, st: ExecutorStats) -> float:
+        """How long ``st``'s executor may stay silent before it counts as dead."""
+        return self.stale_s if self.stale_s is not None else max(self.stale, 3.0 * st.every_s)
 
 
 @dataclass(frozen=True)
@@ -104,7 +110,7 @@ class SchedulerState:
 
 def alive(now: float, seen: Observed, cfg: SchedulerConfig) -> list[str]:
     """Executors whose last stats are fresh."""
-    return sorted(e for e, (t, _) in seen.stats.items() if now - t <= cfg.stale)
+    return sorted(e for e, (t, st) in seen.stats.items() if now - t <= cfg.stale_for(st))
 
 
 def due(now: float, state: SchedulerState, seen: Observed, cfg: SchedulerConfig) -> bool:

@@ -193,7 +193,7 @@ class ExecutorRole:
         self._last_report = (now, {s.session: s.arrivals for s in sessions})
         return ExecutorStats(self.id, self.device, self.clock.wall(), self.executor.targets(),
                              tuple(sorted(t.rsplit(".req.", 1)[-1] for t in self.service.topics)),
-                             dict(self.executor.core.profiles()), tuple(sessions))
+                             dict(self.executor.core.profiles()), tuple(sessions), self.stats_every_s)
 
     def report(self, now: float) -> None:
         try:

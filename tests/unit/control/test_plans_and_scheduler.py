@@ -158,3 +158,17 @@ def test_split_sessions_enter_the_plan_at_the_measured_frame_rate_and_workers_ad
     unassigned = replace(doc, assignments={"e1": {sids["det"]: 4}})
     assert unassigned.split_to_adopt("traffic") is None                # cls-… not served yet: wait
     assert doc.split_to_adopt("other") is None
+
+
+def test_an_executor_is_dead_after_three_of_its_own_stats_periods():
+    from vidnexus.contracts.stats import ExecutorStats
+    from vidnexus.control.scheduler import Observed, SchedulerConfig, alive, observe_stats
+
+    cfg = SchedulerConfig(epoch_s=10, min_epoch_s=3)
+    seen = observe_stats(Observed(), 0.0, ExecutorStats("slow", "cpu", 0.0, every_s=5.0))
+    seen = observe_stats(seen, 0.0, ExecutorStats("fast", "cpu", 0.0, every_s=0.5))
+    seen = observe_stats(seen, 0.0, ExecutorStats("old", "cpu", 0.0))  # says nothing: max(3 s, min epoch)
+    assert alive(4.9, seen, cfg) == ["slow"]  # between two reports of a 5-s executor, it is alive
+    assert alive(2.9, seen, cfg) == ["fast", "old", "slow"]
+    assert alive(15.1, seen, cfg) == []
+    assert alive(10.0, seen, SchedulerConfig(stale_s=12)) == ["fast", "old", "slow"]  # pinned for all
