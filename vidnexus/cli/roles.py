@@ -317,6 +317,7 @@ def sink(
             role = SinkRole(cfg, bus=bus, store=store, group=group, max_rows=max_rows, max_delay_s=max_delay)
             stop = threading.Event()
             _stop_on_signals(stop)
+            role.prepare()
             err_console.print(f"sink: {role.topic} → {cfg.store}")
             _serve_health(cfg, "sink", role.outage.health)
             st = role.run(stop)

@@ -26,6 +26,7 @@ from vidnexus.connectors.outage import Outage
 from vidnexus.connectors.watchdog import GroupWatchdog
 from vidnexus.connectors.sink import insert_retrying
 from vidnexus.connectors.store import Store, ensure_table
+from vidnexus.operators.engine import FRAMES_TABLE
 from vidnexus.contracts.rows import decode_rows
 from vidnexus.contracts.schema import TableSchema
 from vidnexus.contracts.topics import Topics
@@ -116,6 +117,19 @@ class SinkRole:
             self._known[schema.name] = schema
             self._ensured.add(schema)
             self.stats.tables.add(schema.name)
+
+    def prepare(self) -> bool:
+        """Create ``vnx_frames`` now, so that it can be queried before the first row arrives (the
+        apps' tables come with their first rows). A store that is down is not an error here: the
+        table is then created at the first flush. True when the table is there."""
+        try:
+            self._ensure(FRAMES_TABLE)
+        except ConnectorError as e:
+            if not e.retryable:
+                raise
+            logger.warning("store not reachable yet (%s); vnx_frames will be created with the first rows", e)
+            return False
+        return True
 
     def _ensure_buffered(self) -> None:
         """Create or migrate the tables the buffer names; a message whose table cannot take its
