@@ -21,6 +21,8 @@ BENCHMARKS: dict[str, str] = {
     "runtimes": "vidnexus.benchmarks.runtimes",
     "weg": "vidnexus.benchmarks.weg_bench",
     "peers": "vidnexus.benchmarks.peers",
+    "sink": "vidnexus.benchmarks.sink_bench",
+    "hop": "vidnexus.benchmarks.hop",
 }
 """Benchmark name → module with ``run(quick, console)`` (imported only when that benchmark runs)."""
 

@@ -35,6 +35,17 @@ def _json_default(v: Any) -> Any:
     raise TypeError(f"cannot store a {type(v).__name__}")
 
 
+def _arrow_table(batch: list[Sequence[Any]], width: int) -> Any:
+    """``batch`` as a ``pyarrow.Table`` of columns ``c0..c{width-1}``, or None when a column's
+    values have no common Arrow type."""
+    import pyarrow as pa
+
+    try:
+        return pa.table({f"c{i}": pa.array(list(col)) for i, col in enumerate(zip(*batch))}) if batch else None
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError, OverflowError):
+        return None
+
+
 def holder_pid(path: Path) -> int | None:
     """The PID of the process that holds the embedded store at ``path``, or None when it is free.
 
@@ -87,7 +98,9 @@ class ChdbStore:
             raise ConnectorError(f"cannot open the embedded store at {self.path or 'in memory'}: {msg}") from None
         self.version = parse_version(str(raw).strip().strip('"'))
 
-    def _run(self, sql: str, fmt: str = "CSV") -> Any:
+    def _run(self, sql: str, fmt: str = "CSV", vnx_rows: Any = None) -> Any:
+        """``vnx_rows``: an Arrow table that ``sql`` reads as ``Python(vnx_rows)`` (the engine finds
+        it by that name in this frame)."""
         with self._lock:
             try:
                 return self._s.query(sql, fmt)
@@ -120,14 +133,19 @@ class ChdbStore:
         )
 
     def insert(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> int:
+        """Rows go in as an Arrow table (columnar, no text round trip); a batch whose values Arrow
+        cannot type (a column of mixed kinds, an unknown object) goes in as JSON rows."""
         cols = ", ".join(f"`{c}`" for c in columns)
-        head = (
-            f"INSERT INTO {table} ({cols}) SETTINGS date_time_input_format='best_effort' "
-            "FORMAT JSONEachRow\n"
-        )
+        head = f"INSERT INTO {table} ({cols}) "
 
         def send(batch: list[Sequence[Any]]) -> None:
-            self._run(head + "\n".join(json.dumps(dict(zip(columns, r)), default=_json_default) for r in batch))
+            arrow = _arrow_table(batch, len(columns))
+            if arrow is not None:
+                self._run(head + "SELECT * FROM Python(vnx_rows) "
+                          "SETTINGS cast_string_to_date_time_mode='best_effort'", vnx_rows=arrow)
+                return
+            self._run(head + "SETTINGS date_time_input_format='best_effort' FORMAT JSONEachRow\n"
+                      + "\n".join(json.dumps(dict(zip(columns, r)), default=_json_default) for r in batch))
 
         return insert_batches(table, columns, rows, _BATCH, send)
 

@@ -1,0 +1,245 @@
+"""What one DNN call adds over the bus: the request → reply round trip through the real broker,
+with the executor's work taken out.
+
+The client is the executor client the workers use (:class:`~vidnexus.gpu_executor.client.ExecutorClient`:
+the request and reply contracts, its reply topic and listener thread); the far end is an echo
+process that reads the session's requests topic in a consumer group, decodes each request and
+publishes its reply at once (a 10-float output, as a classifier's logits), the way the executor
+role reads and answers, without a model. Requests are sent open-loop (one every 1/rate s, whatever
+came back) for a fixed time, each with a ``uint8`` payload of the cell's size; a request without a
+reply 10 s after it was sent counts as lost.
+
+Per cell (driver × rate × payload): round-trip p50/p99/max over the answered requests, the answered
+fraction, and the CPU time per request of the client process, the echo process and the broker (the
+local broker's JVM, found by its command line; absent when the broker is elsewhere).
+
+``python -m vidnexus.benchmarks.hop --echo PREFIX SESSION`` runs the echo end (the driver is
+``VNX_KAFKA_DRIVER``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from vidnexus.benchmarks.machine import machine_info
+from vidnexus.errors import VidnexusError
+
+__all__ = ["run", "echo", "DRIVERS"]
+
+DRIVERS = ("confluent", "kafka-python")
+RATES = (100, 1000)
+PAYLOADS_KB = (1, 20, 150)
+SESSION = "hop-echo"
+LOST_AFTER_S = 10.0
+
+
+def echo(prefix: str, session: str, stop: threading.Event | None = None) -> None:
+    """Answer every request of ``session`` at once (until ``stop`` or SIGTERM)."""
+    import signal
+
+    from vidnexus.config import load_settings
+    from vidnexus.connectors.factory import open_bus
+    from vidnexus.contracts.replies import Reply
+    from vidnexus.contracts.requests import decode_request, encode_reply
+    from vidnexus.contracts.topics import Topics
+    from vidnexus.errors import CodecError
+
+    stop = stop or threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    settings = load_settings()
+    bus = open_bus(settings.model_copy(update={"topic_prefix": prefix}))
+    topic = Topics(prefix).requests(session)
+    consumer = bus.subscribe([topic], group=f"{prefix}-echo", from_beginning=True)
+    out = np.zeros(10, np.float32).tolist()
+    print("echo: ready", flush=True)
+    try:
+        while not stop.is_set():
+            for m in consumer.poll(timeout_s=0.05, max_records=500):
+                try:
+                    req = decode_request(m.value)
+                except CodecError:
+                    continue
+                bus.publish(req.reply_to, req.request_id.encode(),
+                            encode_reply(req.request_id, req.session_id, Reply(True, out, None, 0.0, 1)))
+    finally:
+        consumer.close()
+        bus.close()
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _broker_pid(bootstrap: str) -> int | None:
+    """The local broker's JVM (a ``kafka.Kafka`` java process), when the broker is on loopback."""
+    if not all(h.split(":")[0] in ("127.0.0.1", "localhost", "::1") for h in bootstrap.split(",")):
+        return None
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+        except OSError:
+            continue
+        if cmd and cmd[0].endswith(b"java") and b"kafka.Kafka" in cmd:
+            return int(name)
+    return None
+
+
+def _percentile(xs: list[float], q: float) -> float:
+    from vidnexus.gpu_executor.metrics import percentile
+
+    return float(percentile(xs, q))
+
+
+def _cell(client: Any, rate: int, kb: int, seconds: float, pids: dict[str, int | None]) -> dict[str, Any]:
+    """Send ``rate`` requests/s of ``kb`` KB for ``seconds``; wait for the replies."""
+    payload = np.random.default_rng(kb).integers(0, 255, kb * 1024, dtype=np.uint8)
+    n = int(rate * seconds)
+    futures: list[Future[Any]] = []
+    before = {k: _cpu_s(p) for k, p in pids.items() if p is not None}
+    cpu0 = time.process_time()
+    t0 = time.monotonic()
+    behind = 0.0
+    for i in range(n):
+        due = t0 + i / rate
+        wait = due - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        else:
+            behind = max(behind, -wait)
+        futures.append(client.submit(SESSION, payload, slo_s=60.0, expires_wall=time.time() + LOST_AFTER_S))
+    client.flush()
+    send_s = time.monotonic() - t0
+    for f in futures:
+        f.result(timeout=LOST_AFTER_S + 5)
+    cpu = {"client": time.process_time() - cpu0}
+    cpu.update({k: _cpu_s(p) - before[k] for k, p in pids.items() if p is not None})
+    replies = [f.result() for f in futures]
+    ms = sorted(r.latency_s * 1000 for r in replies if r.ok)
+    answered = len(ms) / n
+    return {
+        "rate_rps": rate, "payload_kb": kb, "requests": n, "seconds": seconds,
+        "sent_rate_rps": round(n / send_s, 1), "sender_behind_max_ms": round(behind * 1000, 1),
+        "answered_fraction": round(answered, 4),
+        "p50_ms": round(_percentile(ms, 50), 2) if ms else None,
+        "p99_ms": round(_percentile(ms, 99), 2) if ms else None,
+        "max_ms": round(ms[-1], 2) if ms else None,
+        "cpu_ms_per_request": {k: round(v * 1000 / n, 3) for k, v in cpu.items()},
+    }
+
+
+def _driver(driver: str, cells: list[tuple[int, int]], seconds: float, bootstrap: str) -> list[dict[str, Any]]:
+    from vidnexus.config import Settings
+    from vidnexus.connectors.factory import open_bus
+    from vidnexus.contracts.topics import Topics
+    from vidnexus.gpu_executor.client import ExecutorClient
+
+    prefix = f"hop{uuid.uuid4().hex[:8]}"
+    settings = Settings(bus="kafka", kafka_bootstrap=bootstrap, topic_prefix=prefix).model_copy(
+        update={"kafka_driver": driver})
+    bus = open_bus(settings)
+    bus.create_topic(Topics(prefix).requests(SESSION), 1)
+    env = dict(os.environ, VNX_BUS="kafka", VNX_KAFKA_BOOTSTRAP=bootstrap, VNX_KAFKA_DRIVER=driver)
+    proc = subprocess.Popen([sys.executable, "-m", "vidnexus.benchmarks.hop", "--echo", prefix, SESSION], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = None
+    out = []
+    try:
+        assert proc.stdout is not None
+        if "echo: ready" not in proc.stdout.readline():
+            raise VidnexusError(f"the {driver} echo did not start: {proc.stderr.read() if proc.stderr else ''}"[-2000:])
+        client = ExecutorClient(bus, settings, name=f"hop-{driver}")
+        # Warm: the echo's group has its partition and both ends have their connections.
+        warm = np.zeros(1024, np.uint8)
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            if client.submit(SESSION, warm, expires_wall=time.time() + 2).result(timeout=5).ok:
+                break
+        else:
+            raise VidnexusError(f"the {driver} echo answered nothing in 60 s")
+        for _ in range(50):
+            client.submit(SESSION, warm, expires_wall=time.time() + 5).result(timeout=10)
+        pids = {"echo": proc.pid, "broker": _broker_pid(bootstrap)}
+        for rate, kb in cells:
+            r = _cell(client, rate, kb, seconds, pids)
+            r["driver"] = driver
+            out.append(r)
+    finally:
+        if client is not None:
+            client.close()
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        bus.close()
+    return out
+
+
+def run(quick: bool, console: Any) -> dict[str, Any]:
+    from rich.table import Table
+
+    from vidnexus.config import load_settings
+
+    settings = load_settings()
+    payloads = (20,) if quick else PAYLOADS_KB
+    seconds = 2.0 if quick else 10.0
+    cells = [(rate, kb) for rate in RATES for kb in payloads]
+    results = []
+    for driver in DRIVERS:
+        results += _driver(driver, cells, seconds, settings.kafka_bootstrap)
+    table = Table("driver", "req/s", "KB", "answered", "p50 ms", "p99 ms", "max ms", "CPU ms/req client",
+                  "echo", "broker", title="round trip one DNN call adds over the bus (echo, no model)")
+    for r in results:
+        cpu = r["cpu_ms_per_request"]
+        table.add_row(r["driver"], str(r["rate_rps"]), str(r["payload_kb"]), f"{r['answered_fraction']:.1%}",
+                      str(r["p50_ms"]), str(r["p99_ms"]), str(r["max_ms"]), f"{cpu['client']:.2f}",
+                      f"{cpu.get('echo', 0):.2f}", f"{cpu['broker']:.2f}" if "broker" in cpu else "—")
+    console.print(table)
+    default = settings.kafka_driver
+
+    def cell(driver: str, rate: int, kb: int) -> dict[str, Any]:
+        return next(r for r in results if r["driver"] == driver and r["rate_rps"] == rate and r["payload_kb"] == kb)
+
+    main = cell(default, 1000, 20)
+    if main["answered_fraction"] < 0.99 or main["p99_ms"] is None:
+        raise VidnexusError(f"{default} at 1000 req/s, 20 KB answered only {main['answered_fraction']:.1%}")
+    summary: dict[str, Any] = {
+        "default_driver": default,
+        "p50_ms_1000rps_20kb": main["p50_ms"],
+        "p99_ms_1000rps_20kb": main["p99_ms"],
+        "p50_ms_100rps_20kb": cell(default, 100, 20)["p50_ms"],
+        "p99_ms_100rps_20kb": cell(default, 100, 20)["p99_ms"],
+    }
+    for driver in DRIVERS:
+        c = cell(driver, 1000, 20)
+        summary[f"{driver}_answered_1000rps_20kb"] = c["answered_fraction"]
+        summary[f"{driver}_p99_ms_1000rps_20kb"] = c["p99_ms"]
+    console.print(f"summary: {summary}")
+    return {"name": "hop", "machine": machine_info(),
+            "config": {"quick": quick, "seconds_per_cell": seconds, "rates_rps": list(RATES),
+                       "payloads_kb": list(payloads), "drivers": list(DRIVERS), "lost_after_s": LOST_AFTER_S,
+                       "far_end": "echo process (decode request, publish reply; no model)",
+                       "client": "ExecutorClient (the workers' client)", "broker": settings.kafka_bootstrap},
+            "results": results, "summary": summary}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--echo":
+        echo(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit("usage: python -m vidnexus.benchmarks.hop --echo PREFIX SESSION")
