@@ -135,8 +135,8 @@ def _cell(client: Any, rate: int, kb: int, seconds: float, pids: dict[str, int |
         "rate_rps": rate, "payload_kb": kb, "requests": n, "seconds": seconds,
         "sent_rate_rps": round(n / send_s, 1), "sender_behind_max_ms": round(behind * 1000, 1),
         "answered_fraction": round(answered, 4),
-        "p50_ms": round(_percentile(ms, 50), 2) if ms else None,
-        "p99_ms": round(_percentile(ms, 99), 2) if ms else None,
+        "p50_ms": round(_percentile(ms, 0.50), 2) if ms else None,
+        "p99_ms": round(_percentile(ms, 0.99), 2) if ms else None,
         "max_ms": round(ms[-1], 2) if ms else None,
         "cpu_ms_per_request": {k: round(v * 1000 / n, 3) for k, v in cpu.items()},
     }

@@ -297,7 +297,7 @@ def worker(
 
 # -- sink --------------------------------------------------------------------------------------
 def sink(
-    max_rows: int = typer.Option(5000, min=1, help="Insert when this many rows are buffered."),
+    max_rows: int = typer.Option(20000, min=1, help="Insert when this many rows are buffered."),
     max_delay: float = typer.Option(1.0, callback=finite, min=0.01, help="Insert rows buffered for this many seconds."),
     group: Optional[str] = typer.Option(None, help="Consumer group (default <prefix>-sink)."),
 ) -> None:

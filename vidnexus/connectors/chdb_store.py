@@ -35,15 +35,31 @@ def _json_default(v: Any) -> Any:
     raise TypeError(f"cannot store a {type(v).__name__}")
 
 
+def _untyped(t: Any) -> bool:
+    """An Arrow type with a ``null`` inside (e.g. ``list<null>`` from empty lists only)."""
+    import pyarrow as pa
+
+    if pa.types.is_null(t):
+        return True
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _untyped(t.value_type)
+    if pa.types.is_struct(t):
+        return any(_untyped(t.field(i).type) for i in range(t.num_fields))
+    return False
+
+
 def _arrow_table(batch: list[Sequence[Any]], width: int) -> Any:
     """``batch`` as a ``pyarrow.Table`` of columns ``c0..c{width-1}``, or None when a column's
-    values have no common Arrow type."""
+    values have no common Arrow type or a value is None."""
     import pyarrow as pa
 
     try:
-        return pa.table({f"c{i}": pa.array(list(col)) for i, col in enumerate(zip(*batch))}) if batch else None
+        arrays = [pa.array(col) for col in zip(*batch)]
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError, OverflowError):
         return None
+    if not arrays or any(a.null_count or _untyped(a.type) for a in arrays):
+        return None  # JSON rows: a null becomes the column's default, or NULL where it is Nullable
+    return pa.table({f"c{i}": a for i, a in enumerate(arrays)})
 
 
 def holder_pid(path: Path) -> int | None:

@@ -73,7 +73,7 @@ class ConfluentBus:
     """
 
     def __init__(self, bootstrap: str, *, timeout_s: float = 5.0, max_message_bytes: int = 8 * 1024 * 1024,
-                 linger_ms: float = 2.0) -> None:
+                 linger_ms: float = 0.5) -> None:
         from confluent_kafka import KafkaException, Producer
         from confluent_kafka.admin import AdminClient
 
@@ -251,7 +251,14 @@ class ConfluentConsumer:
         from confluent_kafka import KafkaError, KafkaException
 
         try:
-            msgs = self._c.consume(num_messages=max_records, timeout=timeout_s)
+            # librdkafka's consume(n, timeout) returns only when it has n messages or the timeout
+            # has passed: a poll of one or two messages waited the whole timeout (every request
+            # and reply hop took ~timeout/2 more). Wait for the first message, then take what is
+            # already fetched without waiting.
+            first = self._c.poll(timeout_s)
+            msgs = [] if first is None else [first]
+            if first is not None and max_records > 1:
+                msgs += self._c.consume(num_messages=max_records - 1, timeout=0)
         except KafkaException as e:
             raise ConnectorError(f"consume failed: {e}", retryable=True) from None
         out: list[Message] = []

@@ -111,23 +111,17 @@ def insert_batches(
     table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], batch: int,
     send: Callable[[list[Sequence[Any]]], None],
 ) -> int:
-    """Check every row's width and hand ``send`` batches of at most ``batch`` rows; the count sent."""
+    """Check every row's width (before anything is sent) and hand ``send`` batches of at most
+    ``batch`` rows; the count sent."""
     from vidnexus.errors import ConnectorError
 
-    n = 0
-    buf: list[Sequence[Any]] = []
-    for row in rows:
-        if len(row) != len(columns):
-            raise ConnectorError(f"insert into {table}: row has {len(row)} values for {len(columns)} columns")
-        buf.append(row)
-        if len(buf) >= batch:
-            send(buf)
-            n += len(buf)
-            buf = []
-    if buf:
-        send(buf)
-        n += len(buf)
-    return n
+    rows = rows if isinstance(rows, list) else list(rows)
+    wrong = set(map(len, rows)) - {len(columns)}
+    if wrong:
+        raise ConnectorError(f"insert into {table}: row has {min(wrong)} values for {len(columns)} columns")
+    for i in range(0, len(rows), batch):
+        send(rows[i:i + batch])
+    return len(rows)
 
 
 def _engine_head(engine: str) -> str:

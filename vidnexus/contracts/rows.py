@@ -29,17 +29,33 @@ def encode_rows(rows: Mapping[str, Sequence[Sequence[Any]]], schemas: Mapping[st
     return pack("rows", ROWS_VERSION, [body])
 
 
+_SCHEMAS: dict[str, TableSchema] = {}
+"""Schemas decoded before, by their document's text: a worker sends the same few schemas with every
+message, and building one (with its checks) costs more than the rows."""
+
+
+def _schema(sdoc: Any) -> TableSchema:
+    key = repr(sdoc)
+    schema = _SCHEMAS.get(key)
+    if schema is None:
+        schema = schema_from_doc(sdoc)
+        if len(_SCHEMAS) >= 1024:  # a bound, in case schemas keep changing
+            _SCHEMAS.clear()
+        _SCHEMAS[key] = schema
+    return schema
+
+
 def decode_rows(raw: bytes) -> tuple[dict[str, list[tuple[Any, ...]]], dict[str, TableSchema]]:
     """Raises CodecError on an unknown version or a malformed message."""
     (body,) = unpack(raw, "rows", ROWS_VERSION, 1)
     try:
         rows, schemas = {}, {}
         for table, (sdoc, rs) in body.items():
-            schemas[table] = schema_from_doc(sdoc)
+            schemas[table] = _schema(sdoc)
             width = len(schemas[table].columns)
-            if any(len(r) != width for r in rs):
+            if set(map(len, rs)) - {width}:
                 raise ValueError(f"table {table}: a row does not have {width} values")
-            rows[table] = [tuple(r) for r in rs]
+            rows[table] = list(map(tuple, rs))
         return rows, schemas
     except Exception as e:
         raise CodecError(f"malformed rows message: {e}") from None

@@ -51,7 +51,7 @@ class SinkRole:
     """Rows topic → store. ``run(stop)`` loops; ``step()`` does one poll (and a flush when due)."""
 
     def __init__(self, settings: Settings, *, bus: Bus, store: Store, clock: Clock | None = None,
-                 group: str | None = None, max_rows: int = 5000, max_delay_s: float = 1.0, retries: int = 3,
+                 group: str | None = None, max_rows: int = 20000, max_delay_s: float = 1.0, retries: int = 3,
                  partitions: int = 8) -> None:
         self.bus, self.store = bus, store
         self.max_rows, self.max_delay_s, self.retries = max_rows, max_delay_s, retries
