@@ -210,7 +210,9 @@ def models_profile(
 # -- bench -------------------------------------------------------------------------------------
 @app.command()
 def bench(
-    name: str = typer.Argument(..., help="Benchmark: drop-policies, prefix, multiplex, scheduler, latency-split, ingest, runtimes, weg or peers (needs scripts/peers-venv.sh)"),
+    name: str = typer.Argument(..., help=("Benchmark: drop-policies, prefix, multiplex, scheduler, latency-split, ingest, runtimes, weg, "
+                                         "hop, sink or peers (runtimes, hop and sink need the broker, sink also the server: "
+                                         "vidnexus services up; peers needs scripts/peers-venv.sh)")),
     quick: bool = typer.Option(False, help="A reduced run (a few minutes) that checks the benchmark works."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON result here."),
 ) -> None:
