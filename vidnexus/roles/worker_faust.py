@@ -2,8 +2,9 @@
 
 The same :class:`~vidnexus.roles.worker.WorkerRole` handles each frame (decode, chain, rows message
 or dead letter), reports and follows the plan; only consumption differs: faust's agent reads the
-frames topic and acknowledges a frame once the broker has its rows message (faust commits the
-highest contiguous acknowledged offset), so a worker killed at any point loses no frame. A stall
+frames topic, the rows go out through the role's bus (the configured driver's producer), and
+frames are acknowledged in batches once a flush has the broker's acks for their rows (faust commits
+the highest contiguous acknowledged offset), so a worker killed at any point loses no frame. A stall
 watchdog (``stall_s``) restarts a worker whose faust consumer stopped delivering.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 from vidnexus.clock import MonotonicClock
 from vidnexus.config import Settings
 from vidnexus.operators.chain import App
+from vidnexus.errors import ConnectorError
 from vidnexus.operators.engine import KeyedDispatcher
 
 __all__ = ["run_faust_worker", "stall_suspected", "stalled"]
@@ -74,8 +76,6 @@ def run_faust_worker(app: App, settings: Settings, *, concurrency: int = 32, par
         stream_buffer_maxsize=4 * concurrency,
     )
     src = fapp.topic(topics.frames, value_serializer="raw", key_serializer="raw")
-    out_topics = {t: fapp.topic(t, value_serializer="raw", key_serializer="raw")
-                  for t in (topics.rows, topics.dead_letter("frames"))}
     disp = KeyedDispatcher(concurrency)
     clock = MonotonicClock()
     delivery = [clock.now()]  # when a frame last reached the agent (or the worker became ready)
@@ -83,28 +83,44 @@ def run_faust_worker(app: App, settings: Settings, *, concurrency: int = 32, par
     # removed from the environment) takes frames from faust and drops them unacknowledged, as the
     # stalled consumer did.
     swallow = os.environ.pop("VNX_FAULT_SWALLOW_FRAMES", "") == "1"
-    acks: set[Any] = set()
+    # Rows go out through the role's bus (the configured driver: librdkafka by default), not faust's
+    # producer; frames whose rows are queued wait here and are acknowledged together once a flush
+    # has the broker's acks for everything queued before it (ack after publish, amortized).
+    queued: list[tuple[Any, Any]] = []
+    flushed = asyncio.Event()
 
-    async def ack_when_sent(stream: Any, event: Any, sent: Any) -> None:
-        try:
-            if sent is not None:
-                await sent  # the broker has the rows (acks=all): now the frame may be committed
-        finally:
-            await stream.ack(event)
+    async def acknowledge() -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if not queued:
+                flushed.clear()
+                await flushed.wait()
+            batch, queued[:] = list(queued), []
+            try:
+                await loop.run_in_executor(None, bus.flush)
+            except ConnectorError as e:  # the broker is away: the rows stay queued in the producer
+                logger.warning("rows not acknowledged by the broker yet (%s); frames stay unacknowledged", e)
+                queued[:0] = batch
+                await asyncio.sleep(1.0)
+                continue
+            for stream, event in batch:
+                await stream.ack(event)
 
     async def handle(stream: Any, event: Any) -> None:
         """Run the chain on one frame and queue its rows (or the dead letter); the frame is
         acknowledged once the broker has them, off this stream's critical path."""
-        sent = None
         try:
             out = await role.handle(event.value, event.key)
             if out is not None:
                 topic, key, value = out
-                sent = await out_topics[topic].send(key=key, value=value)
+                bus.publish(topic, key, value)
         finally:
-            task = asyncio.ensure_future(ack_when_sent(stream, event, sent))
-            acks.add(task)
-            task.add_done_callback(acks.discard)
+            queued.append((stream, event))
+            flushed.set()
+
+    @fapp.task  # type: ignore[untyped-decorator]  # faust: unannotated
+    async def acker() -> None:
+        await acknowledge()
 
     @fapp.agent(src, name=f"chain-{app.name}")
     async def chain(stream: Any) -> None:
