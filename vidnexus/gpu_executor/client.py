@@ -1,7 +1,9 @@
 """Calling executor sessions over the Bus: one future per request, replies matched by request id.
 
 A reply's ``latency_s`` is what the caller saw, from submit to reply, bus hops included (the
-executor's own figure is in its stats). A request given ``expires_wall`` that has no reply by then
+executor's own figure is in its stats). The difference between the two, per session, is the round
+trip over the bus; :meth:`ExecutorClient.reply_reserve_s` is the reply's share of it (half its
+90th percentile over the last 256 answered requests), which callers take off their deadlines. A request given ``expires_wall`` that has no reply by then
 ends as a drop with reason ``timeout``, decided on the client's clock by its listener thread."""
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import heapq
 import threading
 import uuid
+from collections import deque
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import replace
 from typing import Any
@@ -24,7 +27,26 @@ from vidnexus.contracts.requests import InferRequest, decode_reply, encode_reque
 from vidnexus.contracts.sessions import SessionKey
 from vidnexus.contracts.topics import Topics
 
-__all__ = ["ExecutorClient"]
+__all__ = ["ExecutorClient", "hop_reserve"]
+
+HOP_SAMPLES = 256
+"""Answered requests per session whose bus round trip is kept (the newest)."""
+
+
+def hop_reserve(round_trips_s: "deque[float] | list[float]", q: float = 0.9, min_samples: int = 20) -> float:
+    """Pure: the time to reserve for a reply's trip back: half the ``q``-quantile of the measured
+    bus round trips (request and reply hops together), 0 until ``min_samples`` were measured.
+
+    Example:
+        >>> hop_reserve([0.002] * 15 + [0.010] * 5, q=0.9)
+        0.005
+        >>> hop_reserve([0.002] * 5)
+        0.0
+    """
+    if len(round_trips_s) < min_samples:
+        return 0.0
+    s = sorted(round_trips_s)
+    return max(0.0, s[min(len(s) - 1, int(round(q * (len(s) - 1))))] / 2)
 
 
 class ExecutorClient:
@@ -43,6 +65,7 @@ class ExecutorClient:
         bus.create_topic(self.reply_topic, 1)
         self._futures: dict[str, tuple[Future[Reply], float]] = {}
         self._expiry: list[tuple[float, str]] = []  # heap of (expires_wall, request id)
+        self._hops: dict[str, deque[float]] = {}  # session → bus round trips of answered requests
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._consumer = bus.subscribe([self.reply_topic], group=None, from_beginning=True)
@@ -73,6 +96,16 @@ class ExecutorClient:
 
     def flush(self) -> None:
         self.bus.flush()
+
+    def wall(self) -> float:
+        """Wall-clock time on this client's clock (what deadlines are set on)."""
+        return self._clock.wall()
+
+    def reply_reserve_s(self, session_id: SessionKey | str) -> float:
+        """Seconds to take off a deadline for the reply's trip back from ``session_id``'s executor."""
+        with self._lock:
+            hops = self._hops.get(str(session_id))
+            return hop_reserve(list(hops)) if hops else 0.0
 
     def _forget(self, rid: str) -> None:
         """A caller gave up on a request (timeout): a late reply is then ignored."""
@@ -110,11 +143,14 @@ class ExecutorClient:
             self._expire()
             for m in self._consumer.poll(timeout_s=self._poll_timeout()):
                 try:
-                    rid, _, rep = decode_reply(m.value)
+                    rid, sid, rep = decode_reply(m.value)
                 except CodecError:
                     continue
                 with self._lock:
                     entry = self._futures.pop(rid, None)
+                    if entry is not None and rep.ok:
+                        hops = self._hops.setdefault(sid, deque(maxlen=HOP_SAMPLES))
+                        hops.append(max(0.0, self._clock.now() - entry[1] - rep.latency_s))
                 if entry is not None:
                     fut, sent = entry
                     _resolve(fut, replace(rep, latency_s=self._clock.now() - sent))

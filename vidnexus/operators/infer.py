@@ -1,7 +1,11 @@
 """Where an app's ``infer`` steps go: executor sessions over the bus (in-memory in embedded mode,
-Kafka in distributed mode), ``<model>-<stage SLO>ms``, with the request's deadline at the frame's
-ingest time plus the app's end-to-end SLO, so a request that can no longer make it is dropped early
-by the executor and accounted by the chain."""
+Kafka in distributed mode), ``<model>-<stage SLO>ms``.
+
+Each request carries its stage's deadline (:func:`stage_deadline`): the stage's budget from the
+latency split, counted from when the stage is issued and never past the frame's end-to-end
+deadline, less the reply's trip back as the client measured it. A stage that spent its budget is
+dropped there by the executor (early drop), as in Nexus, instead of passing its overrun on to the
+next stage, which would then spend its own budget on a frame that can no longer make it."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from vidnexus.operators.chain import App, Model
 if TYPE_CHECKING:
     from vidnexus.gpu_executor.client import ExecutorClient
 
-__all__ = ["stage_slos", "session_of", "RemoteBackend"]
+__all__ = ["stage_slos", "session_of", "stage_deadline", "RemoteBackend"]
 
 
 def stage_slos(app: App, split: dict[str, float] | None = None) -> dict[str, float]:
@@ -30,6 +34,20 @@ def session_of(model: str, slos: dict[str, float]) -> str:
     return str(SessionKey(model, slos[model]))
 
 
+def stage_deadline(frame_deadline: float, issued: float, budget_s: float, reserve_s: float = 0.0) -> float:
+    """Pure: the deadline a stage's requests carry (wall-clock seconds): the stage's budget from
+    ``issued``, never past the frame's end-to-end deadline, less ``reserve_s`` for the reply's trip
+    back (the executor must answer that much earlier for the reply to arrive in time).
+
+    Example:
+        >>> stage_deadline(frame_deadline=10.3, issued=10.0, budget_s=0.1)
+        10.1
+        >>> stage_deadline(frame_deadline=10.3, issued=10.25, budget_s=0.1, reserve_s=0.01)
+        10.290000000000001
+    """
+    return min(frame_deadline, issued + budget_s) - reserve_s
+
+
 class RemoteBackend:
     """``infer`` through executor services over the bus (:class:`ExecutorClient`)."""
 
@@ -37,10 +55,13 @@ class RemoteBackend:
         self.app, self.client, self.slos, self.grace_s = app, client, slos, grace_s
 
     async def infer(self, model: Model, inputs: Sequence[Any], deadline_wall: float) -> list[Reply]:
-        """Requests not answered by ``grace_s`` after their deadline (no executor consumes the
+        """``deadline_wall`` is the frame's; the requests carry their stage's (:func:`stage_deadline`).
+        Requests not answered by ``grace_s`` after the stage's deadline (no executor consumes the
         session, or one died holding them) end as drops with reason ``timeout``: the client gives
         up on them on its clock, so every future here ends."""
         sid = session_of(model.name, self.slos)
-        expires = deadline_wall + self.grace_s
-        cfuts = [self.client.submit(sid, x, deadline_wall=deadline_wall, expires_wall=expires) for x in inputs]
+        stage = stage_deadline(deadline_wall, self.client.wall(), self.slos[model.name] / 1000)
+        sent = stage - self.client.reply_reserve_s(sid)
+        expires = stage + self.grace_s
+        cfuts = [self.client.submit(sid, x, deadline_wall=sent, expires_wall=expires) for x in inputs]
         return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in cfuts)))
