@@ -69,7 +69,7 @@ def echo(prefix: str, session: str, stop: threading.Event | None = None) -> None
                 except CodecError:
                     continue
                 bus.publish(req.reply_to, req.request_id.encode(),
-                            encode_reply(req.request_id, req.session_id, Reply(True, out, None, 0.0, 1)))
+                            encode_reply(req.request_id, req.session_id, [Reply(True, out, None, 0.0, 1)] * len(req.inputs)))
     finally:
         consumer.close()
         bus.close()

@@ -21,7 +21,7 @@ import msgpack
 
 from vidnexus.errors import CodecError
 
-__all__ = ["pack", "unpack", "to_json", "from_json"]
+__all__ = ["pack", "unpack", "unpack_versions", "to_json", "from_json"]
 
 
 def pack(kind: str, version: int, fields: Sequence[Any]) -> bytes:
@@ -44,6 +44,31 @@ def unpack(raw: bytes, kind: str, version: int, n_fields: int) -> list[Any]:
         raise CodecError(f"malformed {kind} message: not a versioned record")
     if v[0] != version:
         raise CodecError(f"unknown {kind} message version {v[0]!r} (this build reads {version})")
+    if v[1] != kind or len(v) != n_fields + 2:
+        raise CodecError(f"malformed {kind} message: kind {v[1]!r} with {len(v) - 2} fields, expected {n_fields}")
+    return v[2:]
+
+
+def unpack_versions(raw: bytes, kind: str, fields: dict[int, int]) -> tuple[int, list[Any]]:
+    """(version, fields) of a :func:`pack` record of ``kind`` in any of the versions this build
+    reads, ``fields`` mapping each version to its number of fields.
+
+    Raises:
+        CodecError: not msgpack, another kind, a version not in ``fields``, or a wrong field count.
+    """
+    try:
+        v = msgpack.unpackb(raw, raw=False)
+    except Exception as e:
+        raise CodecError(f"malformed {kind} message: {e}") from None
+    if not isinstance(v, list) or len(v) < 2:
+        raise CodecError(f"malformed {kind} message: not a versioned record")
+    if v[0] not in fields:
+        reads = " and ".join(str(k) for k in sorted(fields, reverse=True))
+        raise CodecError(f"unknown {kind} message version {v[0]!r} (this build reads {reads})")
+    return v[0], _fields(v, kind, fields[v[0]])
+
+
+def _fields(v: list[Any], kind: str, n_fields: int) -> list[Any]:
     if v[1] != kind or len(v) != n_fields + 2:
         raise CodecError(f"malformed {kind} message: kind {v[1]!r} with {len(v) - 2} fields, expected {n_fields}")
     return v[2:]

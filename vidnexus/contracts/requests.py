@@ -1,35 +1,39 @@
 """DNN requests and their replies on the bus (DESIGN §4).
 
-A request names its session, carries its input and an absolute wall-clock deadline, and says where
-to reply; the reply is a :class:`~vidnexus.contracts.replies.Reply` with the request's id.
+A request message names its session, carries one or more inputs (all of a frame's inputs for that
+session travel together) and an absolute wall-clock deadline, and says where to reply; the reply
+message carries one :class:`~vidnexus.contracts.replies.Reply` per input, in order, with the
+request's id.
 
 Example:
     >>> import numpy as np
     >>> req = InferRequest("r1", "lenet5-100ms", deadline_wall=1.5, reply_to="vnx.replies.c1",
-    ...                    input=np.zeros((1, 28, 28), np.float32), stream="cam-1", frame_no=7)
+    ...                    inputs=(np.zeros((1, 28, 28), np.float32),) * 3, stream="cam-1", frame_no=7)
     >>> back = decode_request(encode_request(req))
-    >>> back.request_id, back.input.shape, back.frame_no
-    ('r1', (1, 28, 28), 7)
-    >>> decode_reply(encode_reply("r1", "lenet5-100ms", Reply.dropped("deadline")))
-    ('r1', 'lenet5-100ms', Reply(ok=False, output=None, reason='deadline', latency_s=0.0, batch=0))
+    >>> back.request_id, len(back.inputs), back.inputs[0].shape, back.frame_no
+    ('r1', 3, (1, 28, 28), 7)
+    >>> decode_reply(encode_reply("r1", "lenet5-100ms", [Reply.dropped("deadline")]))
+    ('r1', 'lenet5-100ms', [Reply(ok=False, output=None, reason='deadline', latency_s=0.0, batch=0)])
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
-from vidnexus.contracts.codec import pack, unpack
+from vidnexus.contracts.codec import pack, unpack_versions
 from vidnexus.contracts.replies import Reply
 from vidnexus.errors import CodecError
 
 __all__ = ["InferRequest", "encode_request", "decode_request", "encode_reply", "decode_reply", "WIRE_VERSION"]
 
-WIRE_VERSION = 2
-"""2: requests ``[2, "req", id, session, deadline_wall, reply_to, [dtype, shape, bytes], app, stream,
-frame_no]``; replies ``[2, "rep", id, session, ok, output, reason, latency_s, batch]``."""
+WIRE_VERSION = 3
+"""3: requests ``[3, "req", id, session, deadline_wall, reply_to, [[dtype, shape, bytes], …], app,
+stream, frame_no]`` (several inputs); replies ``[3, "rep", id, session, [[ok, output, reason,
+latency_s, batch], …]]`` (one per input, in order). Version 2 messages (one input, one reply) are
+still read, so that executors and workers can be upgraded one at a time."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +42,7 @@ class InferRequest:
     session_id: str
     deadline_wall: float
     reply_to: str
-    input: Any
+    inputs: Sequence[Any]
     app: str = ""
     stream: str = ""
     frame_no: int = -1
@@ -55,28 +59,32 @@ def _unarr(v: Any) -> Any:
 
 
 def encode_request(r: InferRequest) -> bytes:
-    return pack("req", WIRE_VERSION, [r.request_id, r.session_id, r.deadline_wall, r.reply_to, _arr(r.input),
-                                      r.app, r.stream, r.frame_no])
+    return pack("req", WIRE_VERSION, [r.request_id, r.session_id, r.deadline_wall, r.reply_to,
+                                      [_arr(x) for x in r.inputs], r.app, r.stream, r.frame_no])
 
 
 def decode_request(raw: bytes) -> InferRequest:
-    """Raises CodecError on an unknown version or a malformed message."""
-    v = unpack(raw, "req", WIRE_VERSION, 8)
+    """Raises CodecError on an unknown version or a malformed message (or one without inputs)."""
+    version, v = unpack_versions(raw, "req", {3: 8, 2: 8})
     try:
-        return InferRequest(str(v[0]), str(v[1]), float(v[2]), str(v[3]), _unarr(v[4]), str(v[5]), str(v[6]),
-                            int(v[7]))
+        inputs = tuple(_unarr(x) for x in v[4]) if version == 3 else (_unarr(v[4]),)
+        if not inputs:
+            raise ValueError("no inputs")
+        return InferRequest(str(v[0]), str(v[1]), float(v[2]), str(v[3]), inputs, str(v[5]), str(v[6]), int(v[7]))
     except (TypeError, ValueError) as e:
         raise CodecError(f"malformed req message: {e}") from None
 
 
-def encode_reply(request_id: str, session_id: str, r: Reply) -> bytes:
-    return pack("rep", WIRE_VERSION, [request_id, session_id, r.ok, r.output, r.reason, r.latency_s, r.batch])
+def encode_reply(request_id: str, session_id: str, replies: Sequence[Reply]) -> bytes:
+    return pack("rep", WIRE_VERSION, [request_id, session_id,
+                                      [[r.ok, r.output, r.reason, r.latency_s, r.batch] for r in replies]])
 
 
-def decode_reply(raw: bytes) -> tuple[str, str, Reply]:
-    """(request id, session id, reply). Raises CodecError on a malformed message."""
-    v = unpack(raw, "rep", WIRE_VERSION, 7)
+def decode_reply(raw: bytes) -> tuple[str, str, list[Reply]]:
+    """(request id, session id, one reply per input). Raises CodecError on a malformed message."""
+    version, v = unpack_versions(raw, "rep", {3: 3, 2: 7})
     try:
-        return str(v[0]), str(v[1]), Reply(bool(v[2]), v[3], v[4], float(v[5]), int(v[6]))
-    except (TypeError, ValueError) as e:
+        rows = v[2] if version == 3 else [v[2:]]
+        return str(v[0]), str(v[1]), [Reply(bool(r[0]), r[1], r[2], float(r[3]), int(r[4])) for r in rows]
+    except (TypeError, ValueError, IndexError) as e:
         raise CodecError(f"malformed rep message: {e}") from None

@@ -14,7 +14,7 @@ import uuid
 from collections import deque
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import replace
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -28,6 +28,10 @@ from vidnexus.contracts.sessions import SessionKey
 from vidnexus.contracts.topics import Topics
 
 __all__ = ["ExecutorClient", "hop_reserve"]
+
+MAX_MESSAGE_INPUT_BYTES = 4 * 1024 * 1024
+"""Inputs per request message, in bytes: a frame's inputs for a session travel in as few messages
+as stay under this (the buses refuse messages over 8 MB)."""
 
 HOP_SAMPLES = 256
 """Answered requests per session whose bus round trip is kept (the newest)."""
@@ -63,7 +67,7 @@ class ExecutorClient:
         self.topics = Topics(settings.topic_prefix)
         self.reply_topic = self.topics.replies(name or uuid.uuid4().hex[:12])
         bus.create_topic(self.reply_topic, 1)
-        self._futures: dict[str, tuple[Future[Reply], float]] = {}
+        self._futures: dict[str, tuple[list[Future[Reply]], float]] = {}  # request id → (one per input, sent)
         self._expiry: list[tuple[float, str]] = []  # heap of (expires_wall, request id)
         self._hops: dict[str, deque[float]] = {}  # session → bus round trips of answered requests
         self._lock = threading.Lock()
@@ -77,22 +81,33 @@ class ExecutorClient:
                **meta: Any) -> Future[Reply]:
         """Send one request; its deadline is ``deadline_wall`` (default: now + ``slo_s``, 1 s). With
         ``expires_wall``, the future ends as a ``timeout`` drop if no reply came by then."""
-        rid = uuid.uuid4().hex
-        fut: Future[Reply] = Future()
-        with self._lock:
-            self._futures[rid] = (fut, self._clock.now())
-            if expires_wall is not None:
-                heapq.heappush(self._expiry, (expires_wall, rid))
-
-        def forget_if_cancelled(f: Future[Reply]) -> None:
-            if f.cancelled():
-                self._forget(rid)
-
-        fut.add_done_callback(forget_if_cancelled)
         dl = deadline_wall if deadline_wall is not None else self._clock.wall() + (slo_s or 1.0)
-        req = InferRequest(rid, str(session_id), dl, self.reply_topic, x, **meta)
-        self.bus.publish(self.topics.requests(session_id), rid.encode(), encode_request(req))
-        return fut
+        return self.submit_many(session_id, [x], deadline_wall=dl, expires_wall=expires_wall, **meta)[0]
+
+    def submit_many(self, session_id: SessionKey | str, xs: Sequence[np.ndarray], *, deadline_wall: float,
+                    expires_wall: float | None = None, max_bytes: int = MAX_MESSAGE_INPUT_BYTES,
+                    **meta: Any) -> list[Future[Reply]]:
+        """Send ``xs`` to one session as one message (several when their bytes pass ``max_bytes``),
+        all with ``deadline_wall``; a future per input, in order."""
+        out: list[Future[Reply]] = []
+        for chunk in _chunks(xs, max_bytes):
+            rid = uuid.uuid4().hex
+            futs: list[Future[Reply]] = [Future() for _ in chunk]
+            with self._lock:
+                self._futures[rid] = (futs, self._clock.now())
+                if expires_wall is not None:
+                    heapq.heappush(self._expiry, (expires_wall, rid))
+
+            def forget_if_cancelled(f: Future[Reply], rid: str = rid, futs: list[Future[Reply]] = futs) -> None:
+                if f.cancelled() and all(g.cancelled() for g in futs):
+                    self._forget(rid)
+
+            for f in futs:
+                f.add_done_callback(forget_if_cancelled)
+            req = InferRequest(rid, str(session_id), deadline_wall, self.reply_topic, tuple(chunk), **meta)
+            self.bus.publish(self.topics.requests(session_id), rid.encode(), encode_request(req))
+            out += futs
+        return out
 
     def flush(self) -> None:
         self.bus.flush()
@@ -114,8 +129,9 @@ class ExecutorClient:
 
     @property
     def outstanding(self) -> int:
+        """Requests (inputs) sent and not answered yet."""
         with self._lock:
-            return len(self._futures)
+            return sum(len(futs) for futs, _ in self._futures.values())
 
     def _poll_timeout(self) -> float:
         """Poll until the next expiry, at most 0.1 s (a request submitted meanwhile may expire sooner)."""
@@ -135,31 +151,53 @@ class ExecutorClient:
                 entry = self._futures.pop(rid, None)
                 if entry is not None:
                     expired.append(entry)
-        for fut, sent in expired:
-            _resolve(fut, Reply.dropped("timeout", latency_s=self._clock.now() - sent))
+        for futs, sent in expired:
+            for fut in futs:
+                _resolve(fut, Reply.dropped("timeout", latency_s=self._clock.now() - sent))
 
     def _listen(self) -> None:
         while not self._stop.is_set():
             self._expire()
             for m in self._consumer.poll(timeout_s=self._poll_timeout()):
                 try:
-                    rid, sid, rep = decode_reply(m.value)
+                    rid, sid, reps = decode_reply(m.value)
                 except CodecError:
                     continue
+                now = self._clock.now()
                 with self._lock:
                     entry = self._futures.pop(rid, None)
-                    if entry is not None and rep.ok:
+                    served = [r.latency_s for r in reps if r.ok]
+                    if entry is not None and served:  # the bus's share: the round trip less the executor's time
                         hops = self._hops.setdefault(sid, deque(maxlen=HOP_SAMPLES))
-                        hops.append(max(0.0, self._clock.now() - entry[1] - rep.latency_s))
-                if entry is not None:
-                    fut, sent = entry
-                    _resolve(fut, replace(rep, latency_s=self._clock.now() - sent))
+                        hops.append(max(0.0, now - entry[1] - max(served)))
+                if entry is None:
+                    continue
+                futs, sent = entry
+                if len(reps) != len(futs):
+                    reps = [Reply.dropped("error", latency_s=0.0)] * len(futs)  # not ours to guess which
+                for fut, rep in zip(futs, reps):
+                    _resolve(fut, replace(rep, latency_s=now - sent))
 
     def close(self) -> None:
         self._stop.set()
         self._consumer.wakeup()
         self._thread.join(timeout=5)
         self._consumer.close()
+
+
+def _chunks(xs: Sequence[np.ndarray], max_bytes: int) -> list[list[np.ndarray]]:
+    """``xs`` in order, cut so that each part's input bytes stay within ``max_bytes`` (an input
+    larger than that travels alone)."""
+    parts: list[list[np.ndarray]] = [[]]
+    size = 0
+    for x in xs:
+        n = int(np.asarray(x).nbytes)
+        if parts[-1] and size + n > max_bytes:
+            parts.append([])
+            size = 0
+        parts[-1].append(x)
+        size += n
+    return [p for p in parts if p]
 
 
 def _resolve(fut: Future[Reply], reply: Reply) -> None:

@@ -1,9 +1,10 @@
 """The executor as a service over the Bus: per-session request topics in, reply-to topics out.
 
 Requests are consumed in the ``<prefix>-executor`` consumer group (more executors share the
-partitions); each becomes an :class:`~vidnexus.gpu_executor.executor.Executor` submission with its
-absolute deadline; the reply (outputs or an accounted drop) is published to the request's
-``reply_to`` topic keyed by request id. Offsets are committed only once every request read so far has
+partitions); each input of a request message becomes an
+:class:`~vidnexus.gpu_executor.executor.Executor` submission with the message's absolute deadline,
+and once every input is answered (outputs or an accounted drop) one reply message, a reply per
+input, is published to the request's ``reply_to`` topic keyed by request id. Offsets are committed only once every request read so far has
 been answered (at-least-once). Malformed requests go to the dead-letter topic with the reason.
 """
 
@@ -91,18 +92,23 @@ class ExecutorService:
                 self._resubscribe = True
 
     def _reply_when_done(self, reply_to: str, request_id: str, session_id: str, tp: tuple[str, int], offset: int,
-                         fut: Future[Reply]) -> None:
-        self._publish_reply(reply_to, request_id, session_id, fut.result(), tp, offset)
+                         futs: list[Future[Reply]], left: list[int], _: Future[Reply]) -> None:
+        """One input answered; the last one publishes the message's reply."""
+        with self._lock:
+            left[0] -= 1
+            if left[0]:
+                return
+        self._publish_reply(reply_to, request_id, session_id, [f.result() for f in futs], tp, offset)
 
-    def _publish_reply(self, reply_to: str, request_id: str, session_id: str, r: Reply, tp: tuple[str, int],
-                       offset: int) -> None:
+    def _publish_reply(self, reply_to: str, request_id: str, session_id: str, replies: list[Reply],
+                       tp: tuple[str, int], offset: int) -> None:
         try:
-            self.bus.publish(reply_to, request_id.encode(), encode_reply(request_id, session_id, r))
+            self.bus.publish(reply_to, request_id.encode(), encode_reply(request_id, session_id, replies))
         except Exception as e:  # a reply topic we cannot write to must not kill the executor
             logger.error("cannot publish reply %s to %s: %s", request_id, reply_to, e)
         with self._lock:
             self._inflight -= 1
-            self.served += 1
+            self.served += len(replies)
             self._unanswered.get(tp, set()).discard(offset)
             if self._inflight == 0:
                 self._answered.notify_all()
@@ -155,9 +161,11 @@ class ExecutorService:
             # Deadlines travel as wall-clock time; the executor runs on the monotonic reading.
             local_deadline = self.clock.now() + (req.deadline_wall - self.clock.wall())
             self._read(tp, m.offset, answered=False)
-            fut = self.executor.submit(req.session_id, req.input, deadline=local_deadline)
-            fut.add_done_callback(partial(self._reply_when_done, req.reply_to, req.request_id, req.session_id, tp,
-                                          m.offset))
+            futs = [self.executor.submit(req.session_id, x, deadline=local_deadline) for x in req.inputs]
+            done = partial(self._reply_when_done, req.reply_to, req.request_id, req.session_id, tp, m.offset, futs,
+                           [len(futs)])
+            for fut in futs:
+                fut.add_done_callback(done)
         if self.clock.now() - self._last_commit >= commit_every_s:
             self._commit_answered(self._consumer)
             self._last_commit = self.clock.now()

@@ -55,7 +55,8 @@ class RemoteBackend:
         self.app, self.client, self.slos, self.grace_s = app, client, slos, grace_s
 
     async def infer(self, model: Model, inputs: Sequence[Any], deadline_wall: float) -> list[Reply]:
-        """``deadline_wall`` is the frame's; the requests carry their stage's (:func:`stage_deadline`).
+        """``deadline_wall`` is the frame's; the requests carry their stage's (:func:`stage_deadline`),
+        all of them in one message (per 4 MB of inputs).
         Requests not answered by ``grace_s`` after the stage's deadline (no executor consumes the
         session, or one died holding them) end as drops with reason ``timeout``: the client gives
         up on them on its clock, so every future here ends."""
@@ -63,5 +64,5 @@ class RemoteBackend:
         stage = stage_deadline(deadline_wall, self.client.wall(), self.slos[model.name] / 1000)
         sent = stage - self.client.reply_reserve_s(sid)
         expires = stage + self.grace_s
-        cfuts = [self.client.submit(sid, x, deadline_wall=sent, expires_wall=expires) for x in inputs]
+        cfuts = self.client.submit_many(sid, list(inputs), deadline_wall=sent, expires_wall=expires)
         return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in cfuts)))

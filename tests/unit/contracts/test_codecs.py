@@ -22,12 +22,28 @@ from vidnexus.errors import CodecError, ConfigError
 
 def test_request_and_reply_round_trip():
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
-    r = decode_request(encode_request(InferRequest("a", "m-5ms", 12.5, "t", x, "app", "cam", 3)))
+    y = np.ones((4,), np.uint8)
+    r = decode_request(encode_request(InferRequest("a", "m-5ms", 12.5, "t", (x, y), "app", "cam", 3)))
     assert (r.request_id, r.session_id, r.deadline_wall, r.reply_to, r.app, r.stream, r.frame_no) == (
         "a", "m-5ms", 12.5, "t", "app", "cam", 3)
-    assert np.array_equal(r.input, x)
-    assert decode_reply(encode_reply("a", "s", Reply.dropped("early_drop"))) == ("a", "s", Reply.dropped("early_drop"))
-    assert decode_reply(encode_reply("a", "s", Reply.answer([1, 2], batch=4)))[2].output == [1, 2]
+    assert len(r.inputs) == 2 and np.array_equal(r.inputs[0], x) and np.array_equal(r.inputs[1], y)
+    assert r.inputs[1].dtype == np.uint8
+    reps = [Reply.dropped("early_drop"), Reply.answer([1, 2], batch=4)]
+    assert decode_reply(encode_reply("a", "s", reps)) == ("a", "s", reps)
+
+
+def test_version_2_requests_and_replies_are_still_read():
+    """An executor or worker of the previous release, during a rolling upgrade."""
+    x = np.arange(3, dtype=np.float32)
+    r = decode_request(pack("req", 2, ["a", "m-5ms", 12.5, "t", ["<f4", [3], x.tobytes()], "app", "cam", 3]))
+    assert len(r.inputs) == 1 and np.array_equal(r.inputs[0], x) and r.frame_no == 3
+    assert decode_reply(pack("rep", 2, ["a", "s", True, [1.0], None, 0.01, 2])) == (
+        "a", "s", [Reply(True, [1.0], None, 0.01, 2)])
+
+
+def test_a_request_without_inputs_is_malformed():
+    with pytest.raises(CodecError, match="no inputs"):
+        decode_request(pack("req", 3, ["a", "s", 1.0, "t", [], "", "", 0]))
 
 
 def test_frame_and_rows_round_trip():
@@ -59,6 +75,7 @@ def test_control_documents_round_trip():
     (decode_frame, b"\x00zz", "malformed frame"),
     (decode_frame, pack("frame", 1, [1]), "version 1"),
     (decode_request, msgpack.packb([2, "rep", 1]), "kind 'rep'"),
+    (decode_request, msgpack.packb([1, "req", 1]), "version 1 .this build reads 3 and 2"),
     (decode_request, pack("req", 2, ["a", "s", "not a time", "t", ["<f4", [1], b"\0\0\0\0"], "", "", 0]), "malformed req"),
     (decode_rows, pack("rows", 2, [{"t": [["t", [["a", "UInt8"]], ["a"], "MergeTree()", None], [[1, 2]]]}]), "values"),
     (decode_plan, b'{"v": 1, "kind": "stats"}', "kind 'stats'"),

@@ -53,13 +53,13 @@ def run_frame(a_seconds: float) -> tuple[object, dict[str, FakeRunner], list[flo
     role.start()
     client = ExecutorClient(bus, settings, "w", clock=clock)
     sent_deadlines: list[float] = []
-    submit = client.submit
+    submit_many = client.submit_many
 
-    def spy(session_id, x, **kw):
+    def spy(session_id, xs, **kw):
         sent_deadlines.append(kw["deadline_wall"])
-        return submit(session_id, x, **kw)
+        return submit_many(session_id, xs, **kw)
 
-    client.submit = spy  # type: ignore[method-assign]
+    client.submit_many = spy  # type: ignore[method-assign]
     app = two_stages()
     eng = ChainEngine(app, RemoteBackend(app, client, dict(SPLIT)), clock=clock)
     f = frame_factory("cam", 1, clock=clock)
