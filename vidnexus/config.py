@@ -14,7 +14,11 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings", "load_settings"]
+__all__ = ["Settings", "load_settings", "SINK_MAX_ROWS"]
+
+SINK_MAX_ROWS = 20_000
+"""Rows the sink buffers before an insert (``vidnexus sink --max-rows``): few large inserts, as
+ClickHouse wants."""
 
 
 class Settings(BaseSettings):

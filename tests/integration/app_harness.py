@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.role_process import read_until_ready
 from vidnexus.clock import wall_time
 from vidnexus.config import Settings
 from vidnexus.connectors.clickhouse_store import ClickHouseStore
@@ -36,18 +37,8 @@ def start_role(env: dict[str, str], *args: str, ready: str, timeout_s: float = 3
     p = subprocess.Popen([sys.executable, "-m", "vidnexus", *args], env=env, stderr=subprocess.PIPE,
                          stdout=subprocess.DEVNULL, text=True)
     role = Role(p)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        line = p.stderr.readline()
-        role.log.append(line)
-        if ready in line:
-            def drain() -> None:
-                for ln in p.stderr:
-                    role.log.append(ln)
-            threading.Thread(target=drain, daemon=True).start()
-            return role
-        if not line and p.poll() is not None:
-            break
+    if read_until_ready(p, ready, timeout_s, role.log):
+        return role
     p.kill()
     pytest.fail(f"`vidnexus {' '.join(args)}` did not start:\n{''.join(role.log[-30:])}")
 

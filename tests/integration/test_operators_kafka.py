@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 
+from tests.role_process import read_until_ready
 from vidnexus.clock import wall_time
 from vidnexus.config import Settings
 from vidnexus.connectors.clickhouse_store import ClickHouseStore
@@ -43,18 +44,8 @@ def start(env, *args, ready, log):
     p = subprocess.Popen([sys.executable, "-m", "vidnexus", *args], env=env, stderr=subprocess.PIPE,
                          stdout=subprocess.DEVNULL, text=True)
     lines = []
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        line = p.stderr.readline()
-        lines.append(line)
-        if ready in line:
-            def drain():
-                for ln in p.stderr:
-                    log.append(ln)
-            threading.Thread(target=drain, daemon=True).start()
-            return p
-        if not line and p.poll() is not None:
-            break
+    if read_until_ready(p, ready, 240, lines, log):
+        return p
     p.kill()
     pytest.fail(f"`vidnexus {' '.join(args)}` did not start:\n{''.join(lines[-30:])}")
 

@@ -13,6 +13,7 @@ import uuid
 import numpy as np
 import pytest
 
+from tests.role_process import read_until_ready
 from vidnexus.config import Settings
 from vidnexus.contracts.plans import decode_plan
 from vidnexus.contracts.topics import Topics
@@ -26,14 +27,8 @@ SESSIONS = ("lenet5-200ms", "mobilenet_v3_small-2000ms")
 def start(env, *args, ready):
     p = subprocess.Popen([sys.executable, "-m", "vidnexus", *args], env=env, stderr=subprocess.PIPE,
                          stdout=subprocess.DEVNULL, text=True)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        line = p.stderr.readline()
-        if ready in line:
-            threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()  # keep draining
-            return p
-        if not line and p.poll() is not None:
-            break
+    if read_until_ready(p, ready, 180, []):
+        return p
     p.kill()
     pytest.fail(f"`vidnexus {' '.join(args)}` did not start")
 

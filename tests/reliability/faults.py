@@ -28,13 +28,13 @@ import platform
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from tests.role_process import read_until_ready
 from vidnexus.config import Settings
 from vidnexus.connectors.clickhouse_store import ClickHouseStore
 from vidnexus.services.clickhouse import ClickHouseService
@@ -101,21 +101,8 @@ def start_role(env: dict[str, str], name: str, args: list[str], timeout_s: float
     p = subprocess.Popen([sys.executable, "-m", "vidnexus", name, *args], env=env, stderr=subprocess.PIPE,
                          stdout=subprocess.DEVNULL, text=True, cwd=ROOT)
     role = Role(name, args, p)
-    assert p.stderr is not None
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        line = p.stderr.readline()
-        role.log.append(line)
-        if READY[name] in line:
-            stream = p.stderr
-
-            def drain() -> None:
-                for ln in stream:
-                    role.log.append(ln)
-            threading.Thread(target=drain, daemon=True).start()
-            return role
-        if not line and p.poll() is not None:
-            break
+    if read_until_ready(p, READY[name], timeout_s, role.log):
+        return role
     p.kill()
     raise RuntimeError(f"`vidnexus {name}` did not start:\n{''.join(role.log[-30:])}")
 

@@ -99,14 +99,10 @@ def _broker_pid(bootstrap: str) -> int | None:
     return None
 
 
-def _percentile(xs: list[float], q: float) -> float:
-    from vidnexus.gpu_executor.metrics import percentile
-
-    return float(percentile(xs, q))
-
-
 def _cell(client: Any, rate: int, kb: int, seconds: float, pids: dict[str, int | None]) -> dict[str, Any]:
     """Send ``rate`` requests/s of ``kb`` KB for ``seconds``; wait for the replies."""
+    from vidnexus.gpu_executor.metrics import percentile
+
     payload = np.random.default_rng(kb).integers(0, 255, kb * 1024, dtype=np.uint8)
     n = int(rate * seconds)
     futures: list[Future[Any]] = []
@@ -121,7 +117,7 @@ def _cell(client: Any, rate: int, kb: int, seconds: float, pids: dict[str, int |
             time.sleep(wait)
         else:
             behind = max(behind, -wait)
-        futures.append(client.submit(SESSION, payload, slo_s=60.0, expires_wall=time.time() + LOST_AFTER_S))
+        futures.append(client.submit(SESSION, payload, slo_s=60.0, expires_wall=client.wall() + LOST_AFTER_S))
     client.flush()
     send_s = time.monotonic() - t0
     for f in futures:
@@ -135,8 +131,8 @@ def _cell(client: Any, rate: int, kb: int, seconds: float, pids: dict[str, int |
         "rate_rps": rate, "payload_kb": kb, "requests": n, "seconds": seconds,
         "sent_rate_rps": round(n / send_s, 1), "sender_behind_max_ms": round(behind * 1000, 1),
         "answered_fraction": round(answered, 4),
-        "p50_ms": round(_percentile(ms, 0.50), 2) if ms else None,
-        "p99_ms": round(_percentile(ms, 0.99), 2) if ms else None,
+        "p50_ms": round(percentile(ms, 0.50), 2) if ms else None,
+        "p99_ms": round(percentile(ms, 0.99), 2) if ms else None,
         "max_ms": round(ms[-1], 2) if ms else None,
         "cpu_ms_per_request": {k: round(v * 1000 / n, 3) for k, v in cpu.items()},
     }
@@ -167,12 +163,12 @@ def _driver(driver: str, cells: list[tuple[int, int]], seconds: float, bootstrap
         warm = np.zeros(1024, np.uint8)
         end = time.monotonic() + 60
         while time.monotonic() < end:
-            if client.submit(SESSION, warm, expires_wall=time.time() + 2).result(timeout=5).ok:
+            if client.submit(SESSION, warm, expires_wall=client.wall() + 2).result(timeout=5).ok:
                 break
         else:
             raise VidnexusError(f"the {driver} echo answered nothing in 60 s")
         for _ in range(50):
-            client.submit(SESSION, warm, expires_wall=time.time() + 5).result(timeout=10)
+            client.submit(SESSION, warm, expires_wall=client.wall() + 5).result(timeout=10)
         pids = {"echo": proc.pid, "broker": _broker_pid(bootstrap)}
         for rate, kb in cells:
             r = _cell(client, rate, kb, seconds, pids)

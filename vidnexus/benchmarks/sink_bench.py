@@ -149,12 +149,12 @@ def _fresh(store: Any) -> None:
 def run(quick: bool, console: Any) -> dict[str, Any]:
     from rich.table import Table
 
-    from vidnexus.config import load_settings
+    from vidnexus.config import SINK_MAX_ROWS, load_settings
     from vidnexus.connectors.chdb_store import ChdbStore
     from vidnexus.connectors.clickhouse_store import ClickHouseStore
 
     n = 2000 if quick else 20000
-    max_rows = 20000  # `vidnexus sink`'s default --max-rows
+    max_rows = SINK_MAX_ROWS  # `vidnexus sink`'s default --max-rows
     settings = load_settings()
     msgs = _messages(n, f"b{uuid.uuid4().hex[:4]}")
     results = []

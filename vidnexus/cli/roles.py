@@ -6,18 +6,36 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from vidnexus.cli.common import console, err_console, finite, print_result, require_kafka, settings
+from vidnexus.config import SINK_MAX_ROWS
 from vidnexus.errors import VidnexusError
 
 __all__ = ["register"]
 
+
+
+@contextmanager
+def _bus_and_store(cfg: Any) -> Iterator[tuple[Any, Any]]:
+    """The configured store and bus, closed in reverse order on the way out."""
+    from vidnexus.connectors.factory import open_bus, open_store
+
+    store = open_store(cfg)
+    try:
+        bus = open_bus(cfg)
+        try:
+            yield bus, store
+        finally:
+            bus.close()
+    finally:
+        store.close()
 
 def _stop_on_signals(stop: Any) -> None:
     """SIGTERM and SIGINT end the role gracefully (``stop``: an Event or a callable)."""
@@ -54,23 +72,15 @@ def ingest(
     poll: float = typer.Option(2.0, callback=finite, min=0.1, help="Seconds between registry checks."),
 ) -> None:
     """Ingest every enabled stream (of this shard) onto the frames topic, with live progress."""
-    from vidnexus.connectors.factory import open_bus, open_store
     from vidnexus.roles.ingest import IngestRole
 
     i, n = _shard(shard)
     cfg = settings()
     require_kafka(cfg, "ingest")
-    store = open_store(cfg)
-    try:
-        bus = open_bus(cfg)
-        try:
-            role = IngestRole(cfg, bus=bus, store=store, shard=i, shards=n, poll_s=poll)
-            _serve_health(cfg, "ingest", role.health)
-            _follow_ingest(role, once, shard)
-        finally:
-            bus.close()
-    finally:
-        store.close()
+    with _bus_and_store(cfg) as (bus, store):
+        role = IngestRole(cfg, bus=bus, store=store, shard=i, shards=n, poll_s=poll)
+        _serve_health(cfg, "ingest", role.health)
+        _follow_ingest(role, once, shard)
     if once and any(s.state == "failed" for s in role.statuses()):
         raise typer.Exit(1)
 
@@ -297,7 +307,7 @@ def worker(
 
 # -- sink --------------------------------------------------------------------------------------
 def sink(
-    max_rows: int = typer.Option(20000, min=1, help="Insert when this many rows are buffered."),
+    max_rows: int = typer.Option(SINK_MAX_ROWS, min=1, help="Insert when this many rows are buffered."),
     max_delay: float = typer.Option(1.0, callback=finite, min=0.01, help="Insert rows buffered for this many seconds."),
     group: Optional[str] = typer.Option(None, help="Consumer group (default <prefix>-sink)."),
 ) -> None:
@@ -305,27 +315,19 @@ def sink(
 
     Batched by size and time; offsets are committed after each insert, so a crash replays rows,
     and app tables (ReplacingMergeTree on each row's identity) count them once."""
-    from vidnexus.connectors.factory import open_bus, open_store
     from vidnexus.roles.sink import SinkRole
 
     cfg = settings()
     require_kafka(cfg, "sink")
-    store = open_store(cfg)
-    try:
-        bus = open_bus(cfg)
-        try:
-            role = SinkRole(cfg, bus=bus, store=store, group=group, max_rows=max_rows, max_delay_s=max_delay)
-            stop = threading.Event()
-            _stop_on_signals(stop)
-            role.prepare()
-            err_console.print(f"sink: {role.topic} → {cfg.store}")
-            _serve_health(cfg, "sink", role.outage.health)
-            st = role.run(stop)
-            err_console.print(f"sink: stopped after {st.rows} rows in {st.inserts} inserts ({st.dead} dead-lettered)")
-        finally:
-            bus.close()
-    finally:
-        store.close()
+    with _bus_and_store(cfg) as (bus, store):
+        role = SinkRole(cfg, bus=bus, store=store, group=group, max_rows=max_rows, max_delay_s=max_delay)
+        stop = threading.Event()
+        _stop_on_signals(stop)
+        role.prepare()
+        err_console.print(f"sink: {role.topic} → {cfg.store}")
+        _serve_health(cfg, "sink", role.outage.health)
+        st = role.run(stop)
+        err_console.print(f"sink: stopped after {st.rows} rows in {st.inserts} inserts ({st.dead} dead-lettered)")
 
 
 # -- embedded: run and demo --------------------------------------------------------------------

@@ -21,8 +21,9 @@ Example:
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
-from typing import Literal
+from typing import Callable, Literal
 
 from vidnexus.clock import Clock
 from vidnexus.errors import ConnectorError
@@ -121,6 +122,19 @@ class Outage:
                        self._failures)
         self._since, self._failures, self._reason = None, 0, ""
         self.backoff.reset()
+
+    def ride_out(self, step: Callable[[], object], stop: threading.Event,
+                 stopped: Callable[[], bool] | None = None) -> None:
+        """Call ``step`` until ``stop`` is set (or ``stopped()`` says so): a retryable failure is
+        recorded and waited out on the clock (``stop`` cuts the wait short), a success ends the
+        outage. What :meth:`failed` raises ends the loop."""
+        while not stop.is_set() and not (stopped is not None and stopped()):
+            try:
+                step()
+            except ConnectorError as e:
+                self.clock.wait(stop, self.failed(e))
+            else:
+                self.ok()
 
     def health(self) -> Health:
         if self._since is None:

@@ -36,17 +36,7 @@ def unpack(raw: bytes, kind: str, version: int, n_fields: int) -> list[Any]:
     Raises:
         CodecError: not msgpack, another kind, another version, or not ``n_fields`` fields.
     """
-    try:
-        v = msgpack.unpackb(raw, raw=False)
-    except Exception as e:
-        raise CodecError(f"malformed {kind} message: {e}") from None
-    if not isinstance(v, list) or len(v) < 2:
-        raise CodecError(f"malformed {kind} message: not a versioned record")
-    if v[0] != version:
-        raise CodecError(f"unknown {kind} message version {v[0]!r} (this build reads {version})")
-    if v[1] != kind or len(v) != n_fields + 2:
-        raise CodecError(f"malformed {kind} message: kind {v[1]!r} with {len(v) - 2} fields, expected {n_fields}")
-    return v[2:]
+    return unpack_versions(raw, kind, {version: n_fields})[1]
 
 
 def unpack_versions(raw: bytes, kind: str, fields: dict[int, int]) -> tuple[int, list[Any]]:
@@ -62,16 +52,13 @@ def unpack_versions(raw: bytes, kind: str, fields: dict[int, int]) -> tuple[int,
         raise CodecError(f"malformed {kind} message: {e}") from None
     if not isinstance(v, list) or len(v) < 2:
         raise CodecError(f"malformed {kind} message: not a versioned record")
-    if v[0] not in fields:
+    if not isinstance(v[0], int) or v[0] not in fields:
         reads = " and ".join(str(k) for k in sorted(fields, reverse=True))
         raise CodecError(f"unknown {kind} message version {v[0]!r} (this build reads {reads})")
-    return v[0], _fields(v, kind, fields[v[0]])
-
-
-def _fields(v: list[Any], kind: str, n_fields: int) -> list[Any]:
+    n_fields = fields[v[0]]
     if v[1] != kind or len(v) != n_fields + 2:
         raise CodecError(f"malformed {kind} message: kind {v[1]!r} with {len(v) - 2} fields, expected {n_fields}")
-    return v[2:]
+    return v[0], v[2:]
 
 
 def to_json(kind: str, version: int, doc: dict[str, Any]) -> bytes:

@@ -26,6 +26,7 @@ from vidnexus.contracts.replies import Reply
 from vidnexus.contracts.requests import InferRequest, decode_reply, encode_request
 from vidnexus.contracts.sessions import SessionKey
 from vidnexus.contracts.topics import Topics
+from vidnexus.gpu_executor.metrics import percentile
 
 __all__ = ["ExecutorClient", "hop_reserve"]
 
@@ -49,8 +50,7 @@ def hop_reserve(round_trips_s: "deque[float] | list[float]", q: float = 0.9, min
     """
     if len(round_trips_s) < min_samples:
         return 0.0
-    s = sorted(round_trips_s)
-    return max(0.0, s[min(len(s) - 1, int(round(q * (len(s) - 1))))] / 2)
+    return max(0.0, percentile(list(round_trips_s), q) / 2)
 
 
 class ExecutorClient:
@@ -120,7 +120,7 @@ class ExecutorClient:
         """Seconds to take off a deadline for the reply's trip back from ``session_id``'s executor."""
         with self._lock:
             hops = self._hops.get(str(session_id))
-            return hop_reserve(list(hops)) if hops else 0.0
+            return hop_reserve(hops) if hops else 0.0
 
     def _forget(self, rid: str) -> None:
         """A caller gave up on a request (timeout): a late reply is then ignored."""

@@ -28,7 +28,7 @@ from vidnexus.contracts.profile import Profile
 from vidnexus.contracts.sessions import SessionKey
 from vidnexus.contracts.stats import ExecutorStats, SessionStats, encode_stats
 from vidnexus.contracts.topics import Topics
-from vidnexus.errors import ConfigError, ConnectorError
+from vidnexus.errors import ConfigError
 from vidnexus.gpu_executor.backend import SessionSpec
 from vidnexus.gpu_executor.batching import PolicyName
 from vidnexus.gpu_executor.executor import Executor
@@ -148,13 +148,7 @@ class ExecutorRole:
         broker outage is ridden out (:class:`~vidnexus.connectors.outage.Outage`)."""
         stop = stop or self._stop
         try:
-            while not stop.is_set() and not self._stop.is_set():
-                try:
-                    self.step()
-                except ConnectorError as e:
-                    self.clock.wait(stop, self.outage.failed(e))
-                else:
-                    self.outage.ok()
+            self.outage.ride_out(self.step, stop, self._stop.is_set)
         finally:
             self.close()
 

@@ -17,7 +17,7 @@ from vidnexus.contracts.stats import decode_stats
 from vidnexus.contracts.topics import Topics
 from vidnexus.control.scheduler import (Observed, SchedulerConfig, SchedulerState, due, observe_report,
                                         observe_stats, plan_epoch)
-from vidnexus.errors import CodecError, ConnectorError
+from vidnexus.errors import CodecError
 
 __all__ = ["SchedulerRole"]
 
@@ -85,13 +85,7 @@ class SchedulerRole:
         """:meth:`step` until ``stop``, riding out a broker outage (the next epoch is planned and
         published once the broker is back)."""
         try:
-            while not stop.is_set():
-                try:
-                    self.step()
-                except ConnectorError as e:
-                    self.clock.wait(stop, self.outage.failed(e))
-                else:
-                    self.outage.ok()
+            self.outage.ride_out(self.step, stop)
         finally:
             self.stop()
 

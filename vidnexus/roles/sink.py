@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vidnexus.clock import Clock, MonotonicClock
-from vidnexus.config import Settings
+from vidnexus.config import SINK_MAX_ROWS, Settings
 from vidnexus.connectors.bus import Bus, Message
 from vidnexus.connectors.outage import Outage
 from vidnexus.connectors.watchdog import GroupWatchdog
@@ -51,7 +51,7 @@ class SinkRole:
     """Rows topic → store. ``run(stop)`` loops; ``step()`` does one poll (and a flush when due)."""
 
     def __init__(self, settings: Settings, *, bus: Bus, store: Store, clock: Clock | None = None,
-                 group: str | None = None, max_rows: int = 20000, max_delay_s: float = 1.0, retries: int = 3,
+                 group: str | None = None, max_rows: int = SINK_MAX_ROWS, max_delay_s: float = 1.0, retries: int = 3,
                  partitions: int = 8) -> None:
         self.bus, self.store = bus, store
         self.max_rows, self.max_delay_s, self.retries = max_rows, max_delay_s, retries
@@ -218,13 +218,7 @@ class SinkRole:
         at most 5 s) and insert it. Stopped while the store is down, it exits without committing
         what it could not insert (the rows are read again by the next sink)."""
         try:
-            while not stop.is_set():
-                try:
-                    self.step()
-                except ConnectorError as e:
-                    self.clock.wait(stop, self.outage.failed(e))
-                else:
-                    self.outage.ok()
+            self.outage.ride_out(self.step, stop)
             if not self.outage.degraded:
                 until = self.clock.now() + 5.0
                 while self._read(0.1) and self.clock.now() < until:
