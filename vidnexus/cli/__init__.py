@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from vidnexus.cli import roles
-from vidnexus.cli.common import RepeatFilter, console, err_console, finite, print_result, settings
+from vidnexus.cli.common import RepeatFilter, console, err_console, finite, print_result, settings, write_private
 from vidnexus.cli.streams import streams_app
 from vidnexus.config import Settings
 from vidnexus.errors import VidnexusError
@@ -247,16 +247,13 @@ def sql_server(
     cfg = settings()
     token = token or cfg.sql_token
     if token is None:
-        import os
         import secrets
 
         token = secrets.token_urlsafe(24)
         path = cfg.data_dir / "sql-token"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(token + "\n")
+        # Said before the file appears: whoever finds the file has the line too.
         err_console.print(f"sql-server: no token given (--token or VNX_SQL_TOKEN); generated one into {path}")
+        write_private(path, token + "\n")
     elif len(token) < 16:
         raise VidnexusError("the SQL endpoint token must be at least 16 characters")
     store = open_store(cfg, reader=True)

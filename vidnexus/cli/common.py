@@ -92,3 +92,13 @@ class RepeatFilter:
             self._seen.clear()
         self._seen[key] = (now, 0)
         return True
+
+
+def write_private(path: Any, text: str) -> None:
+    """Write ``text`` to ``path`` readable by its owner only (mode 600), creating its folder."""
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)

@@ -14,7 +14,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from vidnexus.cli.common import console, err_console, finite, print_result, require_kafka, settings
+from vidnexus.cli.common import (console, err_console, finite, print_result, require_kafka, settings,
+                                 write_private)
 from vidnexus.config import SINK_MAX_ROWS
 from vidnexus.errors import VidnexusError
 
@@ -352,14 +353,10 @@ def _embedded(app: Any, streams: Any, *, fresh: bool, realtime_note: str, timeou
     run = Embedded(cfg, app, streams=streams, fresh=fresh, sql=sql)
     if sql is not None and run.endpoint is not None:
         path = cfg.data_dir / "sql-token"
-        if cfg.sql_token is None:
-            import os
-
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(sql[2] + "\n")
         where = "VNX_SQL_TOKEN" if cfg.sql_token else str(path)
         err_console.print(f"run: SQL at http://127.0.0.1:{run.endpoint.address[1]}/sql (token: {where})")
+        if cfg.sql_token is None:
+            write_private(path, sql[2] + "\n")
     stopping = threading.Event()
 
     def stop() -> None:
