@@ -2,7 +2,9 @@
 server, every role as its own process (ingest, executor, scheduler, worker, sink), synthetic HUD
 streams ingested at real time, and one fault per run: a role killed (SIGKILL, restarted at once)
 or frozen past the group session timeout (SIGSTOP … SIGCONT), the broker killed and restarted, the
-store killed and restarted after a while, the scheduler restarted after many epochs.
+store killed and restarted after a while, the scheduler restarted after many epochs, or
+malformed records published on every topic the roles read (frames, requests, replies, rows,
+control, stats, apps).
 
 A run's verdict, from the store (under FINAL) and ingest's own status:
 
@@ -11,7 +13,10 @@ A run's verdict, from the store (under FINAL) and ingest's own status:
 - ``duplicates``: result rows beyond one per frame;
 - ``answered_and_dropped``: frames with a result row whose outcome is a drop;
 - ``unaccounted``: ``sampled - published - rejected - undelivered`` in ``stream_status``;
-- ``roles_down``: roles other than the one the fault restarted that were no longer running.
+- ``roles_down``: roles other than the one the fault restarted that were no longer running;
+- ``dead_letters`` (the ``malformed`` fault): per source, the records on ``dead.<source>`` with
+  their reason and reader, which must be every malformed record published (control records are
+  read by the executor and the worker: two each).
 
 A run passes when all are 0. The unit-sized faults run in ``make test``
 (tests/reliability/test_faults.py); every fault, with the figures saved:
@@ -133,7 +138,7 @@ def _log_time(line: str) -> float:
 class Fault:
     name: str
     what: str
-    """kill, stop, broker, store or scheduler-restart."""
+    """kill, stop, broker, store, scheduler-restart or malformed."""
     role: str = ""
     seconds: float = 0.0
     """How long a stopped role stays frozen, or a killed service stays down."""
@@ -146,8 +151,9 @@ FAULTS: dict[str, Fault] = {f.name: f for f in [
     Fault("store-down-60s", "store", seconds=60.0),
     Fault("store-down-20s", "store", seconds=20.0),
     Fault("scheduler-restart", "scheduler-restart"),
+    Fault("malformed", "malformed"),
 ]}
-QUICK = ("kill-ingest", "broker-restart", "store-down-20s", "scheduler-restart")
+QUICK = ("kill-ingest", "broker-restart", "store-down-20s", "scheduler-restart", "malformed")
 """The faults ``make test`` runs (tests/reliability/test_faults.py)."""
 
 
@@ -173,6 +179,8 @@ class Verdict:
     """vnx_frames rows beyond one per frame still unmerged at the end: a lower bound on the frames
     processed again after the fault (the server's background merges remove such rows within
     seconds, so 0 does not mean there was no replay)."""
+    dead_letters: dict[str, int] = field(default_factory=dict)
+    dead_letters_expected: dict[str, int] = field(default_factory=dict)
     fault_at_s: float = 0.0
     recovered_in_s: float = 0.0
     """From the fault's end to the first frame accounted after it."""
@@ -182,7 +190,8 @@ class Verdict:
     @property
     def ok(self) -> bool:
         return not (self.lost or self.foreign or self.duplicates or self.answered_and_dropped or self.unaccounted
-                    or self.roles_down or self.not_following or self.accounted != self.expected)
+                    or self.roles_down or self.not_following or self.accounted != self.expected
+                    or self.dead_letters != self.dead_letters_expected)
 
 
 def expected_frames(url_seconds: float, fps: float = 10.0, sample_fps: float = 5.0) -> list[int]:
@@ -271,9 +280,72 @@ class Run:
             r.proc.wait(10)
             self.restarted_wall = time.time()
             self.roles["scheduler"] = start_role(self.env, "scheduler", self.args["scheduler"])
+        elif f.what == "malformed":
+            self.publish_malformed()
         else:
             raise ValueError(f.what)
         return time.monotonic()
+
+    MALFORMED_PER_TOPIC = 20
+    READERS = {"frames": 1, "requests": 1, "replies": 1, "rows": 1, "control": 2, "stats": 1, "apps": 1}
+    """How many roles read each kind of topic in this deployment (each dead-letters what it cannot read)."""
+
+    def _bus(self) -> Any:
+        from vidnexus.connectors.factory import open_bus
+
+        return open_bus(Settings(bus="kafka", kafka_bootstrap=self.services.bootstrap, topic_prefix=self.prefix))
+
+    def publish_malformed(self) -> None:
+        """MALFORMED_PER_TOPIC undecodable records on each topic the roles read."""
+        from confluent_kafka.admin import AdminClient
+
+        from tests.reliability.malformed_corpus import undecodable
+        from vidnexus.contracts.sessions import SessionKey
+        from vidnexus.contracts.topics import Topics
+
+        t = Topics(self.prefix)
+        listed = AdminClient({"bootstrap.servers": self.services.bootstrap}).list_topics(timeout=10).topics
+        replies = sorted(n for n in listed if n.startswith(f"{self.prefix}.replies."))
+        assert len(replies) == 1, f"one worker, one reply topic: {replies}"
+        targets = {"frames": t.frames, "requests": t.requests(SessionKey.from_arg(SESSION)), "replies": replies[0],
+                   "rows": t.rows, "control": t.control, "stats": t.stats, "apps": t.apps}
+        bus = self._bus()
+        try:
+            for source, topic in targets.items():
+                for raw in undecodable(source, self.MALFORMED_PER_TOPIC, seed=1):
+                    bus.publish(topic, b"plan" if source == "control" else b"malformed", raw)
+            bus.flush()
+        finally:
+            bus.close()
+
+    def read_dead_letters(self, v: Verdict) -> None:
+        """Count the dead letters per source (each with its reason, where it was read and by whom)."""
+        from vidnexus.contracts.topics import DEAD_LETTER_SOURCES, Topics
+
+        t = Topics(self.prefix)
+        v.dead_letters_expected = {s: n * self.MALFORMED_PER_TOPIC for s, n in self.READERS.items()}
+        bus = self._bus()
+        try:
+            for s in DEAD_LETTER_SOURCES:
+                bus.create_topic(t.dead_letter(s), 1)
+            c = bus.subscribe([t.dead_letter(s) for s in DEAD_LETTER_SOURCES], group=None, from_beginning=True)
+            counts: dict[str, int] = {}
+            quiet_until = time.monotonic() + 10.0
+            while time.monotonic() < quiet_until:
+                ms = c.poll(timeout_s=1.0)
+                for m in ms:
+                    h = dict(m.headers)
+                    if not (h.get("reason") and h.get("role") and h.get("topic")):
+                        v.notes.append(f"dead letter without reason/role/topic on {m.topic}: {h}")
+                        continue
+                    source = m.topic.rsplit(".", 1)[1]
+                    counts[source] = counts.get(source, 0) + 1
+                if ms:
+                    quiet_until = time.monotonic() + 3.0
+            c.close()
+            v.dead_letters = counts
+        finally:
+            bus.close()
 
     def accounted(self, store: ClickHouseStore) -> int:
         try:
@@ -339,6 +411,8 @@ class Run:
                 f"WHERE name IN ({names})").rows:
             v.unaccounted += int(sampled) - int(published) - int(rejected) - int(undelivered)
             v.undelivered += int(undelivered)
+        if self.fault.what == "malformed":
+            self.read_dead_letters(v)
         if self.fault.what == "scheduler-restart":
             # Executors and workers follow the restarted scheduler at once, though its epochs
             # start at 1 again (its generation orders them after the old ones).

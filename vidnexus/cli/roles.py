@@ -181,7 +181,7 @@ def executor(
             members = sorted(m for m, g in role.groups.items() if g == gid)
             err_console.print(f"executor: prefix batching: {', '.join(members)} share one trunk")
         err_console.print(f"executor: serving {', '.join(map(str, sessions))} (id {role.id})")
-        _serve_health(cfg, "executor", role.outage.health)
+        _serve_health(cfg, "executor", role.health)
         role.run(stop)
     finally:
         bus.close()
@@ -223,7 +223,7 @@ def scheduler(
     stop = threading.Event()
     _stop_on_signals(stop)
     err_console.print(f"scheduler: running (generation {role.state.generation})")
-    _serve_health(cfg, "scheduler", role.outage.health)
+    _serve_health(cfg, "scheduler", role.health)
     try:
         role.run(stop)
     finally:
@@ -245,6 +245,28 @@ def _stage_split(app: Any, split: list[str]) -> dict[str, float] | None:
     return stage or None
 
 
+def _check_models(cfg: Any, app: Any) -> None:
+    """Refuse an app whose infer steps call models the repository does not know (naming the steps)."""
+    from vidnexus.errors import ModelError
+    from vidnexus.roles.executor import repository
+    from vidnexus.roles.worker import unknown_models
+
+    repo = repository(cfg)
+
+    def known(name: str) -> bool:
+        try:
+            repo.get(name)
+            return True
+        except ModelError:
+            return False
+
+    bad = unknown_models(app, known)
+    if bad:
+        raise VidnexusError(f"app {app.name}: {'; '.join(bad)}, which the model repository "
+                            f"({cfg.data_dir / 'models'}) does not know; register it (`vidnexus models register`) "
+                            f"or see `vidnexus models list`")
+
+
 def worker(
     app_ref: str = typer.Argument(..., metavar="APP",
                                   help="A built-in app name (hud) or package.module:attribute of an App."),
@@ -259,6 +281,10 @@ def worker(
     stall_restart: float = typer.Option(30.0, callback=finite, min=0.0, help="--runtime faust: restart the worker "
                                         "process (same pid) when frames wait on its partitions and none reached "
                                         "it for this many seconds with none in flight; 0 disables."),
+    check_models: bool = typer.Option(True, "--check-models/--no-check-models",
+                                      help="Refuse to start when an infer step calls a model the model "
+                                           "repository (VNX_DATA_DIR/models) does not know; turn off where the "
+                                           "executors' repository is not visible from the worker."),
 ) -> None:
     """Run an app's operator chain over Kafka (distributed mode): the same worker role embedded
     mode runs.
@@ -274,6 +300,8 @@ def worker(
     require_kafka(cfg, "worker")
     the_app = load_app(app_ref)
     stage = _stage_split(the_app, split)
+    if check_models:
+        _check_models(cfg, the_app)
     err_console.print(f"worker: app {the_app.name}, chain of {len(the_app.steps())} steps, "
                       f"models {', '.join(the_app.models) or 'none'} ({runtime} runtime)")
     if runtime == "faust":
@@ -298,7 +326,7 @@ def worker(
     stop = threading.Event()
     _stop_on_signals(stop)
     err_console.print(f"worker: app {the_app.name} started")
-    _serve_health(cfg, "worker", role.outage.health)
+    _serve_health(cfg, "worker", role.health)
     try:
         st = role.run(stop)
         err_console.print(f"worker: stopped after {st.frames} frames ({st.status}), {st.dead} dead-lettered")
@@ -326,7 +354,7 @@ def sink(
         _stop_on_signals(stop)
         role.prepare()
         err_console.print(f"sink: {role.topic} → {cfg.store}")
-        _serve_health(cfg, "sink", role.outage.health)
+        _serve_health(cfg, "sink", role.health)
         st = role.run(stop)
         err_console.print(f"sink: stopped after {st.rows} rows in {st.inserts} inserts ({st.dead} dead-lettered)")
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Literal
 
 from vidnexus.clock import Clock
@@ -66,6 +66,8 @@ class Health:
     """Failed attempts in the current outage."""
     outages: int = 0
     """Outages ridden out since the role started."""
+    dead_letters: dict[str, int] = field(default_factory=dict)
+    """Records the role could not read, by source (see :mod:`vidnexus.connectors.dead_letter`)."""
 
     def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)

@@ -50,8 +50,10 @@ def decode_frame(raw: bytes) -> Frame:
     """Raises CodecError on an unknown version or a malformed message (send it to dead-letter)."""
     v = unpack(raw, "frame", FRAME_VERSION, 10)
     try:
+        if not isinstance(v[8], bytes):
+            raise TypeError(f"image is {type(v[8]).__name__}, not bytes")
         tags = {str(k): str(t) for k, t in dict(v[9]).items()}
         return Frame(str(v[0]), int(v[1]), float(v[2]), float(v[3]), float(v[4]), int(v[5]), int(v[6]),
                      str(v[7]), bytes(v[8]), tags)
-    except (TypeError, ValueError) as e:
+    except Exception as e:  # any shape the record may have: the role must go on
         raise CodecError(f"malformed frame message: {e}") from None

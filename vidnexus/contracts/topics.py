@@ -14,9 +14,12 @@ from typing import Literal
 
 from vidnexus.contracts.sessions import SessionKey
 
-__all__ = ["Topics", "DeadLetterSource"]
+__all__ = ["Topics", "DeadLetterSource", "DEAD_LETTER_SOURCES"]
 
-DeadLetterSource = Literal["frames", "requests", "rows"]
+DeadLetterSource = Literal["frames", "requests", "replies", "rows", "control", "stats", "apps"]
+"""The kinds of topic a role reads; a record of one that cannot be read goes to ``dead.<kind>``."""
+DEAD_LETTER_SOURCES: tuple[DeadLetterSource, ...] = ("frames", "requests", "replies", "rows", "control", "stats",
+                                                     "apps")
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,26 @@ class Topics:
     def dead_letter(self, source: DeadLetterSource) -> str:
         """Records of ``source`` that could not be read, with the reason in a header."""
         return self._t(f"dead.{source}")
+
+    def source_of(self, topic: str) -> DeadLetterSource:
+        """The kind of one of this deployment's topics (where its unreadable records go).
+
+        Example:
+            >>> t = Topics("p")
+            >>> [t.source_of(n) for n in ("p.frames", "p.req.lenet5-100ms", "p.replies.w1", "p.control")]
+            ['frames', 'requests', 'replies', 'control']
+
+        Raises:
+            ValueError: ``topic`` is not one of this deployment's topics that roles read.
+        """
+        head = f"{self.prefix}."
+        name = topic[len(head):] if topic.startswith(head) else ""
+        kind = name.split(".", 1)[0]
+        source = {"req": "requests"}.get(kind, kind)
+        for s in DEAD_LETTER_SOURCES:
+            if s == source and (name == s or s in ("requests", "replies")):
+                return s
+        raise ValueError(f"{topic!r} is not a topic roles of prefix {self.prefix!r} read")
 
     def group(self, role: str) -> str:
         """The consumer group of a role (``executor``, ``sink``, ``app-<name>``)."""

@@ -9,6 +9,7 @@ ends as a drop with reason ``timeout``, decided on the client's clock by its lis
 from __future__ import annotations
 
 import heapq
+import logging
 import threading
 import uuid
 from collections import deque
@@ -20,15 +21,18 @@ import numpy as np
 
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import Settings
-from vidnexus.connectors.bus import Bus
-from vidnexus.errors import CodecError
+from vidnexus.connectors.bus import Bus, Message
+from vidnexus.connectors.dead_letter import DeadLetters
 from vidnexus.contracts.replies import Reply
 from vidnexus.contracts.requests import InferRequest, decode_reply, encode_request
 from vidnexus.contracts.sessions import SessionKey
 from vidnexus.contracts.topics import Topics
+from vidnexus.errors import CodecError, ConnectorError
 from vidnexus.gpu_executor.metrics import percentile
 
 __all__ = ["ExecutorClient", "hop_reserve"]
+
+logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_INPUT_BYTES = 4 * 1024 * 1024
 """Inputs per request message, in bytes: a frame's inputs for a session travel in as few messages
@@ -61,12 +65,13 @@ class ExecutorClient:
     """
 
     def __init__(self, bus: Bus, settings: Settings, name: str | None = None, *,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, dead_letters: DeadLetters | None = None) -> None:
         self.bus, self.settings = bus, settings
         self._clock = clock or MonotonicClock()
         self.topics = Topics(settings.topic_prefix)
         self.reply_topic = self.topics.replies(name or uuid.uuid4().hex[:12])
         bus.create_topic(self.reply_topic, 1)
+        self.dead_letters = dead_letters or DeadLetters(bus, self.topics, f"client {self.reply_topic}")
         self._futures: dict[str, tuple[list[Future[Reply]], float]] = {}  # request id → (one per input, sent)
         self._expiry: list[tuple[float, str]] = []  # heap of (expires_wall, request id)
         self._hops: dict[str, deque[float]] = {}  # session → bus round trips of answered requests
@@ -161,7 +166,8 @@ class ExecutorClient:
             for m in self._consumer.poll(timeout_s=self._poll_timeout()):
                 try:
                     rid, sid, reps = decode_reply(m.value)
-                except CodecError:
+                except CodecError as e:
+                    self._dead_letter(m, str(e))
                     continue
                 now = self._clock.now()
                 with self._lock:
@@ -177,6 +183,13 @@ class ExecutorClient:
                     reps = [Reply.dropped("error", latency_s=0.0)] * len(futs)  # not ours to guess which
                 for fut, rep in zip(futs, reps):
                     _resolve(fut, replace(rep, latency_s=now - sent))
+
+    def _dead_letter(self, m: Message, reason: str) -> None:
+        try:
+            self.dead_letters.send(m, reason)
+        except ConnectorError as e:  # the broker is away: the reply is unreadable anyway
+            self.dead_letters.count(m, reason)
+            logger.warning("a reply that cannot be read was not dead-lettered: %s", e)
 
     def close(self) -> None:
         self._stop.set()

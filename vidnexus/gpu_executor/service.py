@@ -19,11 +19,12 @@ from typing import Any, Sequence
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import Settings
 from vidnexus.connectors.bus import Bus
+from vidnexus.connectors.dead_letter import DeadLetters
 from vidnexus.connectors.watchdog import GroupWatchdog
-from vidnexus.errors import CodecError
 from vidnexus.contracts.replies import Reply
 from vidnexus.contracts.requests import decode_request, encode_reply
 from vidnexus.contracts.topics import Topics
+from vidnexus.errors import CodecError
 from vidnexus.gpu_executor.executor import Executor
 
 __all__ = ["ExecutorService"]
@@ -35,16 +36,15 @@ class ExecutorService:
     """Serve ``executor``'s sessions from the bus until :meth:`stop`."""
 
     def __init__(self, executor: Executor, bus: Bus, settings: Settings, *, clock: Clock | None = None,
-                 partitions: int = 4) -> None:
+                 partitions: int = 4, dead_letters: DeadLetters | None = None) -> None:
         self.executor, self.bus, self.settings = executor, bus, settings
         self.clock = clock or MonotonicClock()
         self.names = Topics(settings.topic_prefix)
         self.sessions: Sequence[str] = [s.session_id for s in executor.core.sessions()]
         self.topics = [self.names.requests(s) for s in self.sessions]
-        self.dead_letter = self.names.dead_letter("requests")
         for t in self.topics:
             bus.create_topic(t, partitions)
-        bus.create_topic(self.dead_letter, 1)
+        self.dead_letters = dead_letters or DeadLetters(bus, self.names, "executor")
         self._stop = threading.Event()
         self._resubscribe = False
         self._inflight = 0
@@ -55,11 +55,15 @@ class ExecutorService:
         self._next: dict[tuple[str, int], int] = {}
         self._committed: dict[tuple[str, int], int] = {}
         self.served = 0
-        self.dead = 0
         self._consumer: Any = None
         self._last_commit = self.clock.now()
         self.watchdog = GroupWatchdog(bus, self.names.group("executor"), lambda: list(self.topics), self.clock,
                                       stall_s=settings.watchdog_s, role="executor")
+
+    @property
+    def dead(self) -> int:
+        """Request messages that could not be read (dead-lettered)."""
+        return self.dead_letters.counts["requests"]
 
     def stop(self) -> None:
         self._stop.set()
@@ -153,9 +157,7 @@ class ExecutorService:
             try:
                 req = decode_request(m.value)
             except CodecError as e:
-                self.dead += 1
-                self.bus.publish(self.dead_letter, m.key, m.value,
-                                 headers=[("reason", str(e).encode()), ("topic", m.topic.encode())])
+                self.dead_letters.send(m, str(e))
                 self._read(tp, m.offset, answered=True)
                 continue
             # Deadlines travel as wall-clock time; the executor runs on the monotonic reading.

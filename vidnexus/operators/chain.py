@@ -39,6 +39,8 @@ __all__ = [
 
 StepKind = Literal["map", "filter", "flat_map", "infer", "route", "window", "sink"]
 
+MAX_FANOUT = 1000
+"""Default bound on one frame's elements per step and DNN inputs per infer step (App.max_fanout)."""
 IDENTITY_COLUMNS = (Column("stream", "String"), Column("frame_no", "UInt64"), Column("row_idx", "UInt32"))
 """Every app table starts with these: a row's identity. Tables are ``ReplacingMergeTree`` ordered by
 them, so a frame processed twice (redelivery after a crash) still counts once under ``FINAL``."""
@@ -206,11 +208,18 @@ class App:
             the DNN stages.
         ordered: run each stream's frames one at a time, in order (for per-stream state such as a
             tracker); implied by a ``window`` step. Otherwise a stream's frames run concurrently.
+        max_fanout: the most elements of one frame a step takes (after a ``flat_map``), and the most
+            DNN inputs one frame sends to an ``infer`` step; the rest are dropped, counted in the
+            frame's ``vnx_frames`` row as ``flood:<step>`` (a step gone wrong — thousands of crops
+            per frame — must not stall every stream behind it).
     """
 
-    def __init__(self, name: str, slo_ms: float, *, ordered: bool = False) -> None:
+    def __init__(self, name: str, slo_ms: float, *, ordered: bool = False, max_fanout: int = MAX_FANOUT) -> None:
         if slo_ms <= 0:
             raise ConfigError(f"app {name}: slo_ms must be > 0, got {slo_ms}")
+        if max_fanout < 1:
+            raise ConfigError(f"app {name}: max_fanout must be >= 1, got {max_fanout}")
+        self.max_fanout = int(max_fanout)
         self.name, self.slo_ms = name, float(slo_ms)
         self.ordered = ordered
         self.models: dict[str, Model] = {}

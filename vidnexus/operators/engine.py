@@ -205,7 +205,25 @@ class ChainEngine:
                 items = await self._route(st, items, ctx)
             else:
                 items = self._cpu(st, items, ctx)
+            items = self._bound(st, items, ctx)
         return items
+
+    def _bound(self, st: Step, items: list[_Item], ctx: "_Ctx") -> list[_Item]:
+        """At most ``app.max_fanout`` of one frame's elements go on from ``st``; the rest are
+        dropped as ``flood:<step>``."""
+        cap = self.app.max_fanout
+        if len(items) <= cap:
+            return items
+        self._flood(ctx, st, len(items) - cap, f"{st.describe()} gave {len(items)} elements")
+        return items[:cap]
+
+    def _flood(self, ctx: "_Ctx", st: Step, n: int, what: str) -> None:
+        ctx.out.reasons[f"flood:{st.kind}[{st.path}{st.index}]"] += n
+        if self._errors_logged < 20:
+            self._errors_logged += 1
+            where = f"{ctx.frame.stream_id}#{ctx.frame.frame_no}" if ctx.frame is not None else "window"
+            logger.warning("app %s, frame %s: %s, more than max_fanout=%d; %d dropped", self.app.name, where, what,
+                           self.app.max_fanout, n)
 
     def _cpu(self, st: Step, items: list[_Item], ctx: "_Ctx") -> list[_Item]:
         out: list[_Item] = []
@@ -255,6 +273,15 @@ class ChainEngine:
                 self.fanout.calls[m.name] += len(xs)
                 for u in it.upstream:
                     self.fanout.edges[(u, m.name)] += len(xs)
+        total = sum(len(xs) for xs in per_item)
+        if total > self.app.max_fanout:  # keep the first max_fanout inputs, item by item
+            room, trimmed = self.app.max_fanout, []
+            for xs in per_item:
+                trimmed.append(xs[:room])
+                room -= len(trimmed[-1])
+            self._flood(ctx, st, total - self.app.max_fanout, f"{st.describe()} got {total} inputs")
+            keep = [i for i, (xs, t) in enumerate(zip(per_item, trimmed)) if t or not xs]
+            kept, per_item = [kept[i] for i in keep], [trimmed[i] for i in keep]
         flat = [x for xs in per_item for x in xs]
         if not flat:
             return [it for it, xs in zip(kept, per_item) if st.many and not xs]

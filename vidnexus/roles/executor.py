@@ -16,13 +16,15 @@ import logging
 import os
 import socket
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import Settings
 from vidnexus.connectors.bus import Bus
-from vidnexus.connectors.outage import Outage
+from vidnexus.connectors.dead_letter import DeadLetters
+from vidnexus.connectors.outage import Health, Outage
 from vidnexus.contracts.plans import EpochPlan
 from vidnexus.contracts.profile import Profile
 from vidnexus.contracts.sessions import SessionKey
@@ -101,6 +103,7 @@ class ExecutorRole:
         self._unknown_to_plans = False
         self._stop = threading.Event()
         self.outage = Outage(f"executor {self.id}", self.clock, give_up_s=settings.give_up_s)
+        self.dead_letters = DeadLetters(bus, self.topics, f"executor {self.id}")
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> "ExecutorRole":
@@ -114,10 +117,11 @@ class ExecutorRole:
         self.executor = Executor(list(self.specs.values()), runners, profiles, clock=self.clock,
                                  metrics=self.metrics, prefix_groups=self.groups, group_runners=group_runners,
                                  workers=self.workers).start()
-        self.service = ExecutorService(self.executor, self.bus, self.settings, clock=self.clock)
+        self.service = ExecutorService(self.executor, self.bus, self.settings, clock=self.clock,
+                                       dead_letters=self.dead_letters)
         self.bus.create_topic(self.topics.stats, 1)
         if self.follow_plans:
-            self._follower = PlanFollower(self.bus, self.topics)
+            self._follower = PlanFollower(self.bus, self.topics, self.dead_letters)
         now = self.clock.now()
         self._last_report = (now, {})
         self._next_report = now + self.stats_every_s
@@ -126,6 +130,10 @@ class ExecutorRole:
         gc.collect()
         gc.freeze()
         return self
+
+    def health(self) -> Health:
+        """The role's health, with its dead letters by source."""
+        return replace(self.outage.health(), dead_letters=self.dead_letters.snapshot())
 
     def step(self, timeout_s: float = 0.05) -> int:
         """Serve one poll of requests; publish stats and follow the plan when due. Returns the

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from vidnexus.connectors.bus import Bus, Consumer
+from vidnexus.connectors.dead_letter import DeadLetters
 from vidnexus.contracts.plans import EpochPlan, decode_plan
 from vidnexus.contracts.topics import Topics
 from vidnexus.errors import CodecError
@@ -27,19 +28,20 @@ class PlanFollower:
         (3, None)
     """
 
-    def __init__(self, bus: Bus, topics: Topics) -> None:
+    def __init__(self, bus: Bus, topics: Topics, dead_letters: DeadLetters | None = None) -> None:
         bus.create_topic(topics.control, 1, compacted=True)
+        self.dead_letters = dead_letters or DeadLetters(bus, topics, "plan follower")
         self._consumer: Consumer = bus.subscribe([topics.control], group=None, from_beginning=True)
         self.current: EpochPlan | None = None
 
     def newest(self, timeout_s: float = 0.0) -> EpochPlan | None:
-        """A plan newer than any seen so far, or None (malformed documents are skipped, logged)."""
+        """A plan newer than any seen so far, or None (malformed documents are dead-lettered)."""
         newest: EpochPlan | None = None
         for m in self._consumer.poll(timeout_s=timeout_s):
             try:
                 p = decode_plan(m.value)
             except CodecError as e:
-                logger.warning("ignoring a plan document: %s", e)
+                self.dead_letters.send(m, str(e))
                 continue
             if p.supersedes(self.current):
                 if self.current is None or p.generation != self.current.generation:

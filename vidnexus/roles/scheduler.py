@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 from typing import Callable
 
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import Settings
 from vidnexus.connectors.bus import Bus, Consumer, Message
-from vidnexus.connectors.outage import Outage
+from vidnexus.connectors.dead_letter import DeadLetters
+from vidnexus.connectors.outage import Health, Outage
 from vidnexus.contracts.plans import EpochPlan, encode_plan
 from vidnexus.contracts.reports import decode_report
 from vidnexus.contracts.stats import decode_stats
@@ -43,6 +45,7 @@ class SchedulerRole:
             bus.create_topic(topic, 1, compacted=compacted)
         self._consumer: Consumer | None = None
         self.outage = Outage("scheduler", self.clock, give_up_s=settings.give_up_s)
+        self.dead_letters = DeadLetters(bus, self.topics, "scheduler")
 
     def start(self) -> "SchedulerRole":
         if self._consumer is None:
@@ -51,7 +54,7 @@ class SchedulerRole:
         return self
 
     def receive(self, m: Message) -> None:
-        """Take one stats or app-report message (malformed ones are skipped, logged)."""
+        """Take one stats or app-report message (malformed ones are dead-lettered)."""
         now = self.clock.now()
         try:
             if m.topic == self.topics.apps:
@@ -59,7 +62,11 @@ class SchedulerRole:
             else:
                 self.seen = observe_stats(self.seen, now, decode_stats(m.value))
         except CodecError as e:
-            logger.warning("ignoring a message on %s: %s", m.topic, e)
+            self.dead_letters.send(m, str(e))
+
+    def health(self) -> Health:
+        """The role's health, with its dead letters by source."""
+        return replace(self.outage.health(), dead_letters=self.dead_letters.snapshot())
 
     def epoch(self) -> EpochPlan:
         """Plan now and publish the plan."""

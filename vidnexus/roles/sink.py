@@ -16,21 +16,22 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import SINK_MAX_ROWS, Settings
 from vidnexus.connectors.bus import Bus, Message
-from vidnexus.connectors.outage import Outage
-from vidnexus.connectors.watchdog import GroupWatchdog
+from vidnexus.connectors.dead_letter import DeadLetters
+from vidnexus.connectors.outage import Health, Outage
 from vidnexus.connectors.sink import insert_retrying
 from vidnexus.connectors.store import Store, ensure_table
-from vidnexus.operators.engine import FRAMES_TABLE
+from vidnexus.connectors.watchdog import GroupWatchdog
 from vidnexus.contracts.rows import decode_rows
 from vidnexus.contracts.schema import TableSchema
 from vidnexus.contracts.topics import Topics
 from vidnexus.errors import CodecError, ConfigError, ConnectorError
+from vidnexus.operators.engine import FRAMES_TABLE
 
 __all__ = ["SinkRole", "SinkStats"]
 
@@ -58,9 +59,8 @@ class SinkRole:
         self.clock = clock or MonotonicClock()
         topics = Topics(settings.topic_prefix)
         self.topic = topics.rows
-        self.dead_topic = topics.dead_letter("rows")
         bus.create_topic(self.topic, partitions)
-        bus.create_topic(self.dead_topic, 1)
+        self.dead_letters = DeadLetters(bus, topics, "sink")
         self.group = group or topics.group("sink")
         self.consumer = bus.subscribe([self.topic], group=self.group)
         self.watchdog = GroupWatchdog(bus, self.group, lambda: [self.topic], self.clock, stall_s=settings.watchdog_s,
@@ -210,8 +210,11 @@ class SinkRole:
 
     def _dead(self, m: Message, reason: str) -> None:
         self.stats.dead += 1
-        logger.error("rows message to %s: %s", self.dead_topic, reason)
-        self.bus.publish(self.dead_topic, m.key, m.value, headers=[("reason", reason.encode()[:1000])])
+        self.dead_letters.send(m, reason)
+
+    def health(self) -> Health:
+        """The role's health, with its dead letters by source."""
+        return replace(self.outage.health(), dead_letters=self.dead_letters.snapshot())
 
     def run(self, stop: threading.Event) -> SinkStats:
         """:meth:`step` until ``stop``, riding out outages; then read what is already there (for

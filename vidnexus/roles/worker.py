@@ -23,12 +23,14 @@ import logging
 import os
 import socket
 import threading
-from typing import Mapping
+from dataclasses import dataclass, replace
+from typing import Callable, Mapping, Sequence
 
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import Settings
 from vidnexus.connectors.bus import Bus, Consumer, Message
-from vidnexus.connectors.outage import Outage
+from vidnexus.connectors.dead_letter import DeadLetters, dead_letter_headers
+from vidnexus.connectors.outage import Health, Outage
 from vidnexus.connectors.watchdog import GroupWatchdog
 from vidnexus.contracts.frames import Frame, decode_frame
 from vidnexus.contracts.reports import AppReport, encode_report
@@ -36,14 +38,24 @@ from vidnexus.contracts.rows import encode_rows
 from vidnexus.contracts.topics import Topics
 from vidnexus.errors import CodecError, ConnectorError
 from vidnexus.gpu_executor.client import ExecutorClient
-from vidnexus.operators.chain import App
+from vidnexus.operators.chain import App, Step
 from vidnexus.operators.engine import ChainEngine, FrameOutcome, KeyedDispatcher, app_schemas, wants
 from vidnexus.operators.infer import RemoteBackend, stage_slos
 from vidnexus.roles.follow import PlanFollower
 
-__all__ = ["WorkerRole", "WorkerStats"]
+__all__ = ["WorkerRole", "WorkerStats", "Out", "unknown_models"]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Out:
+    """One message a frame becomes."""
+
+    topic: str
+    key: bytes | None
+    value: bytes
+    headers: Sequence[tuple[str, bytes]] = ()
 
 
 class WorkerStats:
@@ -105,16 +117,16 @@ class WorkerRole:
         self.concurrency = concurrency
         self.report_every_s, self.commit_every_s = report_every_s, commit_every_s
         self.pinned = split is not None
-        for topic, n in ((self.topics.frames, partitions), (self.topics.rows, partitions),
-                         (self.topics.dead_letter("frames"), 1), (self.topics.apps, 1)):
+        for topic, n in ((self.topics.frames, partitions), (self.topics.rows, partitions), (self.topics.apps, 1)):
             bus.create_topic(topic, n)
-        self.client = client or ExecutorClient(bus, settings, clock=self.clock)
+        self.dead_letters = DeadLetters(bus, self.topics, f"worker {app.name}/{self.id}")
+        self.client = client or ExecutorClient(bus, settings, clock=self.clock, dead_letters=self.dead_letters)
         self.backend = RemoteBackend(app, self.client, stage_slos(app, dict(split) if split else None))
         self.engine = ChainEngine(app, self.backend, clock=self.clock)
         self.schemas = app_schemas(app)
         self.group = self.topics.group(f"app-{app.name}")
         self.stats = WorkerStats()
-        self._follower = None if self.pinned else PlanFollower(bus, self.topics)
+        self._follower = None if self.pinned else PlanFollower(bus, self.topics, self.dead_letters)
         self._consumer: Consumer | None = None
         self._offsets = _Offsets()
         self._next_report = self.clock.now() + report_every_s
@@ -130,21 +142,26 @@ class WorkerRole:
         """The rows message of one outcome."""
         return encode_rows(o.all_rows(self.app.name), self.schemas)
 
-    async def handle(self, value: bytes, key: bytes | None) -> tuple[str, bytes | None, bytes] | None:
-        """What one frame message becomes: (topic, key, value) to publish — its rows message, or the
-        message itself to the dead-letter topic — or None for a frame of another app."""
+    async def handle(self, m: Message) -> Out | None:
+        """What one frame message becomes: what to publish — its rows message, or the message
+        itself to the dead-letter topic with the reason — or None for a frame of another app."""
         try:
-            frame: Frame = decode_frame(value)
+            frame: Frame = decode_frame(m.value)
         except CodecError as e:
-            logger.warning("app %s: a frame message to %s: %s", self.app.name, self.topics.dead_letter("frames"), e)
             self.stats.dead += 1
-            return self.topics.dead_letter("frames"), key, value
+            self.dead_letters.count(m, str(e))
+            return Out(self.dead_letters.topic_for(m), m.key, m.value,
+                       dead_letter_headers(m, str(e), self.dead_letters.role))
         if not wants(self.app, frame):
             self.stats.skipped += 1
             return None
         outcome = await self.engine.run(frame)
         self.stats.add(outcome)
-        return self.topics.rows, frame.stream_id.encode(), self.outcome_message(outcome)
+        return Out(self.topics.rows, frame.stream_id.encode(), self.outcome_message(outcome))
+
+    def health(self) -> Health:
+        """The role's health, with its dead letters by source."""
+        return replace(self.outage.health(), dead_letters=self.dead_letters.snapshot())
 
     def order_key(self, m: Message) -> str:
         """Frames of a stream one after the other when the chain has a window, else all at once."""
@@ -189,22 +206,22 @@ class WorkerRole:
 
     async def _one(self, m: Message) -> None:
         try:
-            out = await self.handle(m.value, m.key)
+            out = await self.handle(m)
             if out is not None:
-                await self._publish(*out)
+                await self._publish(out)
         except Exception as e:  # the engine accounts per-frame failures; this is the bus failing
             logger.error("app %s: frame at %s[%d]@%d not processed: %s", self.app.name, m.topic, m.partition,
                          m.offset, e)
             raise
         self._offsets.done(m)
 
-    async def _publish(self, topic: str, key: bytes | None, value: bytes) -> None:
+    async def _publish(self, out: Out) -> None:
         """Publish, waiting out a bus that does not take messages (back-pressure: the frame stays
         uncommitted meanwhile, and is read again if the worker stops first)."""
         loop = asyncio.get_running_loop()
         while True:
             try:
-                self.bus.publish(topic, key, value)
+                self.bus.publish(out.topic, out.key, out.value, headers=out.headers)
                 return
             except ConnectorError as e:
                 if not e.retryable or self._stopping.is_set() or self._stop.is_set():
@@ -284,6 +301,31 @@ class WorkerRole:
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"WorkerRole({self.app.name!r}, id={self.id!r})"
+
+
+def unknown_models(app: App, known: Callable[[str], bool]) -> list[str]:
+    """One line per infer step (routes' branches included) that calls a model ``known`` does not
+    know, naming the step: what a worker refuses to start with, since an executor could never
+    serve it (its frames would only time out).
+
+    Example:
+        >>> app = App("a", slo_ms=100)
+        >>> _ = app.model("det"), app.model("cls"), app.table("t", {"n": "UInt8"})
+        >>> _ = app.chain(lambda s: s.infer("det").infer("cls").map(lambda e: {"n": 1}).sink("t"))
+        >>> unknown_models(app, lambda name: name == "det")
+        ["infer[1] cls calls model 'cls'"]
+    """
+    out: list[str] = []
+
+    def walk(steps: Sequence[Step]) -> None:
+        for st in steps:
+            if st.kind == "infer":
+                out.extend(f"{st.describe()} calls model {m.name!r}" for m in st.models if not known(m.name))
+            for _, sub in st.branches:
+                walk(sub)
+
+    walk(app.steps())
+    return out
 
 
 def worker_group(settings: Settings, app: App) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 from vidnexus.clock import MonotonicClock
 from vidnexus.config import Settings
+from vidnexus.connectors.bus import Message
 from vidnexus.operators.chain import App
 from vidnexus.errors import ConnectorError
 from vidnexus.operators.engine import KeyedDispatcher
@@ -110,10 +111,10 @@ def run_faust_worker(app: App, settings: Settings, *, concurrency: int = 32, par
         """Run the chain on one frame and queue its rows (or the dead letter); the frame is
         acknowledged once the broker has them, off this stream's critical path."""
         try:
-            out = await role.handle(event.value, event.key)
+            msg = event.message
+            out = await role.handle(Message(msg.topic, msg.partition, msg.offset, event.key, event.value))
             if out is not None:
-                topic, key, value = out
-                bus.publish(topic, key, value)
+                bus.publish(out.topic, out.key, out.value, headers=out.headers)
         finally:
             queued.append((stream, event))
             flushed.set()

@@ -266,3 +266,33 @@ def test_the_frames_row_carries_the_outcome_version_at_the_engine_clock():
     assert len(row_fresh) == len(FRAMES_TABLE.columns) and FRAMES_TABLE.column_names[-1] == "version"
     # The answered run, written before the replay, still wins over the later late drop.
     assert o_fresh.frames_row("two")[-1] > frame_version("dropped", 1_900_000_000.0)
+
+
+def test_a_flood_of_elements_is_bounded_and_accounted_as_such():
+    """A step gone wrong (thousands of crops per frame) is cut at max_fanout, the rest counted as
+    ``flood:<step>``; frames that stay within the bound are untouched (issue 19 item 4)."""
+    app = App("f", slo_ms=1000, max_fanout=100)
+    app.model("cls")
+    app.table("t", {"k": "UInt32"})
+    app.chain(lambda s: (s.flat_map(lambda f: [{"k": k} for k in range(5000 if f.frame_no == 0 else 3)])
+                         .infer("cls", merge=lambda v, o: v).sink("t")))
+    back = ScriptedBackend()
+    flood, calm = run(engine(app, back), [frame("c", 0), frame("c", 1)])
+    assert flood.reasons == {"flood:flat_map[0]": 4900} and flood.status == "partial"
+    assert [r[3] for r in flood.rows["t"]] == list(range(100))
+    assert calm.status == "ok" and len(calm.rows["t"]) == 3 and not calm.reasons
+    assert back.calls["cls"] == 103
+
+
+def test_a_flood_of_dnn_inputs_is_bounded_per_frame():
+    app = App("g", slo_ms=1000, max_fanout=50)
+    app.model("cls")
+    app.table("t", {"n": "UInt32"})
+    app.chain(lambda s: s.infer("cls", input=lambda f: [{"k": k} for k in range(80)], many=True,
+                                merge=lambda f, outs: {"n": len(outs)}).sink("t"))
+    back = ScriptedBackend()
+    o = run(engine(app, back), [frame("c", 0)])[0]
+    assert back.calls["cls"] == 50 and o.reasons == {"flood:infer[0]": 30}
+    assert o.rows["t"] == [("c", 0, 0, 50)] and o.status == "partial"
+    with pytest.raises(Exception, match="max_fanout"):
+        App("h", slo_ms=10, max_fanout=0)

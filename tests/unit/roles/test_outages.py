@@ -117,7 +117,7 @@ def test_health_endpoint_says_degraded_and_why():
             with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/health", timeout=5) as r:
                 return r.status, json.loads(r.read())
         assert get() == (200, {"role": "sink", "state": "ok", "reason": "", "degraded_for_s": 0.0, "failures": 0,
-                               "outages": 0})
+                               "outages": 0, "dead_letters": {}})
         o.failed(DOWN)
         clock.advance(3)
         status, doc = get()
