@@ -3,6 +3,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.reliability.report"]
+
 
 @pytest.fixture
 def settings_env(tmp_path, monkeypatch):

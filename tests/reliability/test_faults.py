@@ -1,9 +1,13 @@
 """Fault runs of the distributed pipeline on a broker and ClickHouse server of their own (issue 29):
 the faults production meets most, each ending with every sampled frame accounted once, no result
 row of a dropped frame, and every role still running but the one the fault restarted. The full
-list runs with ``python -m tests.reliability.faults`` (figures in bench/results/faults-*.json)."""
+list runs with ``python -m tests.reliability.faults`` (figures in bench/results/faults-*.json), or
+here with ``VNX_FAULTS=all``."""
 
 from __future__ import annotations
+
+import os
+from dataclasses import asdict
 
 import pytest
 
@@ -24,11 +28,12 @@ def services(tmp_path_factory):
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("fault", QUICK)
-def test_the_pipeline_survives(services, fault, capsys):
+@pytest.mark.parametrize("fault", list(FAULTS) if os.environ.get("VNX_FAULTS") == "all" else QUICK)
+def test_the_pipeline_survives(services, fault, capsys, record_property):
     run = Run(services, FAULTS[fault], streams=2, seconds=30.0, fault_at_s=10.0)
     v = run.execute()
     print(v)
+    record_property("verdict", {**asdict(v), "ok": v.ok})  # for the suite's JSON (tests/reliability/report.py)
     assert v.ok, f"{v}\n{run.logs()}"
     assert v.expected == 2 * 150 and v.status.get("ok", 0) > 0
     if fault == "store-down-20s":

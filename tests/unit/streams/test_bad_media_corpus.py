@@ -257,7 +257,7 @@ def _store_row(reg: StreamRegistry, case: Case, url: str) -> None:
     reg.store.insert(STREAMS_TABLE.name, names, [tuple(row[c] for c in names)])
 
 
-def test_bad_media_corpus(store, tmp_path, monkeypatch):
+def test_bad_media_corpus(store, tmp_path, monkeypatch, record_property):
     t_start = time.perf_counter()
     media_dir, elsewhere = tmp_path / "media", tmp_path / "elsewhere"
     media_dir.mkdir()
@@ -328,6 +328,8 @@ def test_bad_media_corpus(store, tmp_path, monkeypatch):
         print(f"{case.name:32} {'yes' if ok[case.name] else 'NO':3} {outcome[case.name][:150]}")
     print(f"isolated_with_reason / bad_inputs_tried = {isolated}/{len(bad)} = {isolated / len(bad):.0%}")
     print(f"valid_inputs_ok / valid_inputs_tried = {valid_ok}/{len(valid)} = {valid_ok / len(valid):.0%}")
+    record_property("bad_inputs", {"isolated": isolated, "tried": len(bad), "valid_ok": valid_ok,
+                                   "valid_tried": len(valid), "failing": [c.name for c in CASES if not ok[c.name]]})
     print(f"corpus time: {time.perf_counter() - t_start:.1f} s")
     wrong = {c.name: (c.expect, outcome[c.name]) for c in CASES if not ok[c.name] or "\n" in outcome[c.name]}
     assert not wrong
