@@ -75,7 +75,8 @@ class Tally:
             "duplicate_rows": sum(f["duplicates"] for f in self.faults),
             "frames_expected": sum(f["expected"] for f in self.faults),
         }
-        return {"name": "reliability", "command": " ".join(["python -m pytest", *sys.argv[1:]]),
+        env = [f"{k}={os.environ[k]}" for k in ("VNX_FAULTS", "VNX_RELIABILITY_JSON") if os.environ.get(k)]
+        return {"name": "reliability", "command": " ".join([*env, "python -m pytest", *sys.argv[1:]]),
                 "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": _commit(),
                 "machine": {"platform": platform.platform(), "python": platform.python_version(),
                             "cpus": os.cpu_count()},
