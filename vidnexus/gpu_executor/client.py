@@ -9,6 +9,7 @@ ends as a drop with reason ``timeout``, decided on the client's clock by its lis
 from __future__ import annotations
 
 import heapq
+import logging
 import threading
 import uuid
 from collections import deque
@@ -29,6 +30,8 @@ from vidnexus.contracts.topics import Topics
 from vidnexus.gpu_executor.metrics import percentile
 
 __all__ = ["ExecutorClient", "hop_reserve"]
+
+logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_INPUT_BYTES = 4 * 1024 * 1024
 """Inputs per request message, in bytes: a frame's inputs for a session travel in as few messages
@@ -179,10 +182,19 @@ class ExecutorClient:
                     _resolve(fut, replace(rep, latency_s=now - sent))
 
     def close(self) -> None:
+        """Stop the listener, close the reply consumer and delete this client's reply topic (a
+        broker that cannot answer is logged: closing neither raises nor waits past the bus's
+        timeout for it). A reply published after that creates the topic again on a broker that
+        auto-creates topics."""
         self._stop.set()
         self._consumer.wakeup()
         self._thread.join(timeout=5)
         self._consumer.close()
+        try:
+            self.bus.delete_topic(self.reply_topic)
+        except Exception as e:  # closing: the topic stays behind, nothing else is wrong
+            logger.warning("reply topic %s was not deleted: %s", self.reply_topic, e,
+                           extra={"topic": self.reply_topic})
 
 
 def _chunks(xs: Sequence[np.ndarray], max_bytes: int) -> list[list[np.ndarray]]:
