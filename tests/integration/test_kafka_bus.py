@@ -124,3 +124,45 @@ def test_oversized_message_is_a_clear_error(kafka_bootstrap, kafka_driver, topic
             bus.publish(topic, None, b"x" * 2000)
     finally:
         bus.close()
+
+
+def broker_topics(bootstrap: str) -> set[str]:
+    """The topics the broker lists, read by an admin client of its own (not the bus under test)."""
+    from confluent_kafka.admin import AdminClient
+
+    return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics)
+
+
+def wait_gone(bootstrap: str, name: str, timeout_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if name not in broker_topics(bootstrap):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_delete_topic_removes_it_and_is_idempotent(kafka_bus, kafka_bootstrap, topic):
+    kafka_bus.create_topic(topic, partitions=2)
+    assert topic in broker_topics(kafka_bootstrap)
+    kafka_bus.delete_topic(topic)
+    assert wait_gone(kafka_bootstrap, topic)
+    kafka_bus.delete_topic(topic)  # gone already: no error
+    kafka_bus.delete_topic(f"vnx-never-{uuid.uuid4().hex[:10]}")
+
+
+def test_executor_client_close_deletes_its_reply_topic(kafka_bus, kafka_bootstrap):
+    from vidnexus.config import Settings
+    from vidnexus.gpu_executor.client import ExecutorClient
+
+    settings = Settings(bus="kafka", kafka_bootstrap=kafka_bootstrap, topic_prefix=f"rt{uuid.uuid4().hex[:8]}")
+    client = ExecutorClient(kafka_bus, settings)
+    other = ExecutorClient(kafka_bus, settings)
+    assert {client.reply_topic, other.reply_topic} <= broker_topics(kafka_bootstrap)
+    started = time.monotonic()
+    client.close()
+    assert time.monotonic() - started < 20
+    assert wait_gone(kafka_bootstrap, client.reply_topic)
+    assert other.reply_topic in broker_topics(kafka_bootstrap)  # only the closed client's own topic
+    other.close()
+    assert wait_gone(kafka_bootstrap, other.reply_topic)

@@ -23,6 +23,7 @@ BENCHMARKS: dict[str, str] = {
     "peers": "vidnexus.benchmarks.peers",
     "sink": "vidnexus.benchmarks.sink_bench",
     "hop": "vidnexus.benchmarks.hop",
+    "soak": "vidnexus.benchmarks.soak",
 }
 """Benchmark name → module with ``run(quick, console)`` (imported only when that benchmark runs)."""
 

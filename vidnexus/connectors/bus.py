@@ -14,6 +14,7 @@ Example:
     >>> [m.value for m in c.poll(timeout_s=1.0)]
     [b'hello']
     >>> c.commit(); c.close()
+    >>> bus.delete_topic("t"); bus.delete_topic("t")
 """
 
 from __future__ import annotations
@@ -78,6 +79,15 @@ class Bus(Protocol):
 
     def create_topic(self, name: str, partitions: int = 4, *, compacted: bool = False) -> None:
         """Create ``name`` if it does not exist (idempotent)."""
+        ...
+
+    def delete_topic(self, name: str) -> None:
+        """Delete ``name`` and its records (idempotent: a topic that does not exist is no error).
+        Waits at most the bus's timeout for the broker's answer.
+
+        Raises:
+            ConnectorError: retryable when the broker cannot answer now.
+        """
         ...
 
     def partitions(self, topic: str) -> int:

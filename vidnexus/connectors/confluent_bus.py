@@ -117,6 +117,23 @@ class ConfluentBus:
                 raise ConnectorError(f"cannot create topic {name!r}: {err or e}", retryable=True) from None
         self._wait_for_metadata(name)
 
+    def delete_topic(self, name: str) -> None:
+        """Delete ``name``; a topic the broker does not know is no error. Waits at most twice
+        ``timeout_s`` for the broker's answer."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        fut = self._admin.delete_topics([name], operation_timeout=self.timeout_s,
+                                        request_timeout=self.timeout_s * 2)[name]
+        try:
+            fut.result(timeout=self.timeout_s * 2 + 1)
+        except KafkaException as e:
+            err = e.args[0] if e.args else None
+            if err is None or err.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise ConnectorError(f"cannot delete topic {name!r}: {err or e}", retryable=True) from None
+        except TimeoutError:
+            raise ConnectorError(f"cannot delete topic {name!r}: no answer from Kafka at {self.bootstrap!r} "
+                                 f"in {self.timeout_s * 2 + 1:g} s", retryable=True) from None
+
     def _wait_for_metadata(self, name: str) -> None:
         import time
 

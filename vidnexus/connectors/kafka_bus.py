@@ -92,6 +92,21 @@ class KafkaBus:
             raise ConnectorError(f"cannot create topic {name!r}: {e}", retryable=True) from None
         self._wait_for_metadata(name)
 
+    def delete_topic(self, name: str) -> None:
+        """Delete ``name``; a topic the broker does not know is no error. Waits at most ``timeout_s``
+        for the controller's answer (the admin client's request timeout bounds the rest)."""
+        from kafka.errors import KafkaError, UnknownTopicOrPartitionError
+
+        try:
+            result = self._admin.delete_topics([name], timeout_ms=int(self.timeout_s * 1000), raise_errors=False)
+        except KafkaError as e:
+            raise ConnectorError(f"cannot delete topic {name!r}: {e}", retryable=True) from None
+        for t in result.get("topics", []):
+            code = t.get("error_code", 0) if isinstance(t, dict) else 0
+            if code not in (0, UnknownTopicOrPartitionError.errno):
+                raise ConnectorError(f"cannot delete topic {name!r}: error {code} "
+                                     f"({t.get('error_message') or 'no message'})", retryable=True)
+
     def _wait_for_metadata(self, name: str) -> None:
         import time
 

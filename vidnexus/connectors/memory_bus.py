@@ -48,6 +48,18 @@ class MemoryBus:
         with self._cond:
             self._topics.setdefault(name, [[] for _ in range(partitions)])
 
+    def delete_topic(self, name: str) -> None:
+        """Forget ``name``, its records and the groups' offsets on it; consumers still subscribed
+        read nothing more from it (a publish creates it again, as a broker that auto-creates does)."""
+        with self._cond:
+            if self._topics.pop(name, None) is None:
+                return
+            for g in self._groups.values():
+                g.committed = {tp: o for tp, o in g.committed.items() if tp[0] != name}
+                g.generation += 1  # members take their assignments again, without the topic
+            self._changes += 1
+            self._cond.notify_all()
+
     def partitions(self, topic: str) -> int:
         with self._cond:
             return len(self._topic(topic))
@@ -119,7 +131,7 @@ class MemoryBus:
 
     # internal, called with the condition held
     def _assignment_for(self, consumer: "MemoryConsumer") -> list[tuple[str, int]]:
-        pairs = sorted((t, p) for t in consumer.topics for p in range(len(self._topics[t])))
+        pairs = sorted((t, p) for t in consumer.topics if t in self._topics for p in range(len(self._topics[t])))
         if consumer.group is None:
             return pairs
         members = self._groups[consumer.group].members
@@ -176,6 +188,9 @@ class MemoryConsumer:
                 self._refresh()
                 out: list[Message] = []
                 for (t, p), pos in sorted(self._positions.items()):
+                    if t not in self._bus._topics:  # deleted since the assignment
+                        del self._positions[(t, p)]
+                        continue
                     log = self._bus._topics[t][p]
                     take = log[pos : pos + max_records - len(out)]
                     out.extend(take)
@@ -206,7 +221,7 @@ class MemoryConsumer:
     def assignment(self) -> set[tuple[str, int]]:
         with self._bus._cond:
             self._refresh()
-            return set(self._positions)
+            return {tp for tp in self._positions if tp[0] in self._bus._topics}
 
     def wakeup(self) -> None:
         """Make a poll in progress (or else the next one) return at once, possibly empty."""

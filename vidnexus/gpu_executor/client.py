@@ -192,10 +192,19 @@ class ExecutorClient:
             logger.warning("a reply that cannot be read was not dead-lettered: %s", e)
 
     def close(self) -> None:
+        """Stop the listener, close the reply consumer and delete this client's reply topic (a
+        broker that cannot answer is logged: closing neither raises nor waits past the bus's
+        timeout for it). A reply published after that creates the topic again on a broker that
+        auto-creates topics."""
         self._stop.set()
         self._consumer.wakeup()
         self._thread.join(timeout=5)
         self._consumer.close()
+        try:
+            self.bus.delete_topic(self.reply_topic)
+        except Exception as e:  # closing: the topic stays behind, nothing else is wrong
+            logger.warning("reply topic %s was not deleted: %s", self.reply_topic, e,
+                           extra={"topic": self.reply_topic})
 
 
 def _chunks(xs: Sequence[np.ndarray], max_bytes: int) -> list[list[np.ndarray]]:

@@ -1,6 +1,6 @@
 """Measure a built-in app's SLO attainment over Kafka at the app's own SLO, for growing stream counts.
 
-Same deployment as the app integration tests (tests/integration/app_harness.py: one executor, one
+Same deployment as the app integration tests (vidnexus/benchmarks/app_deployment.py: one executor, one
 worker and one sink process, frames published at their real pace, rows in the ClickHouse
 server), but with the app as shipped (its own SLO, split evenly over its DNN stages) and the
 streams of its demo. Needs the broker and the server running (`vidnexus services up`, with
@@ -22,42 +22,16 @@ import uuid
 from typing import Any
 
 
-def demo_spec(app_name: str) -> tuple[Any, Any]:
-    """The built-in app's demo spec and the app."""
-    import importlib
-
-    from vidnexus.apps import APP_REFS, load_app
-
-    return importlib.import_module(APP_REFS[app_name].partition(":")[0]).DEMO, load_app(app_name)
-
-
-class _Until:
-    """A source's frames up to ``until_s`` (a demo's real video plays its first part)."""
-
-    def __init__(self, src: Any, until_s: float | None) -> None:
-        self.src, self.until_s = src, until_s
-
-    def frames(self) -> Any:
-        self.src.open()
-        try:
-            for raw in self.src.frames():
-                if self.until_s is not None and raw.pts > self.until_s:
-                    return
-                yield raw
-        finally:
-            self.src.close()
-
-
 def measure(app_name: str, n: int, seconds: float, fps: float, bootstrap: str, url: str) -> dict[str, Any]:
-    from tests.integration.app_harness import deploy, feed, render, teardown, wait_frames
     from vidnexus.apps import APP_REFS
+    from vidnexus.benchmarks.app_deployment import Until, demo_spec, deploy, feed, render, teardown, wait_frames
     from vidnexus.operators.infer import stage_slos
     from vidnexus.streams.sources import open_source
 
     spec, app = demo_spec(app_name)
     slos = stage_slos(app)
     tag = uuid.uuid4().hex[:6]
-    sources = [(f"{tag}-{s.name}", _Until(open_source(s.url), s.until_s))
+    sources = [(f"{tag}-{s.name}", Until(open_source(s.url), s.until_s))
                for s in spec.streams(n, seconds, spec.source_fps, fps)]
     frames = render(sources, fps, app_name)
     d = deploy(bootstrap, url, APP_REFS[app_name], [f"{m}:{s:g}" for m, s in slos.items()])
@@ -83,6 +57,7 @@ def measure(app_name: str, n: int, seconds: float, fps: float, bootstrap: str, u
 
 
 def main(argv: list[str] | None = None) -> int:
+    from vidnexus.benchmarks.app_deployment import demo_spec
     from vidnexus.benchmarks.machine import machine_info
     from vidnexus.config import load_settings
 

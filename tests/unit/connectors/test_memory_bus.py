@@ -119,3 +119,25 @@ def test_a_waiting_poll_returns_on_a_message_a_wakeup_or_close_with_no_time_pass
         assert [(m.value, m.timestamp_ms) for m in out[0]] == [(b"v", 1_000_000)]  # stamped by clock.wall()
     else:
         assert out == [[]]
+
+
+def test_delete_topic_forgets_it_and_is_idempotent():
+    bus = MemoryBus(clock=FakeClock())
+    bus.create_topic("t", partitions=2)
+    bus.create_topic("keep", partitions=1)
+    bus.publish("t", b"k", b"v")
+    reader = bus.subscribe(["t", "keep"], group=None)
+    member = bus.subscribe(["t", "keep"], group="g")
+    assert len(member.poll(timeout_s=0.0)) == 1
+    member.commit()
+    bus.delete_topic("t")
+    bus.delete_topic("t")  # again: no error
+    bus.delete_topic("never-created")
+    with pytest.raises(ConnectorError, match="unknown topic 't'"):
+        bus.partitions("t")
+    assert reader.assignment() == {("keep", 0)} and member.assignment() == {("keep", 0)}
+    assert reader.poll(timeout_s=0.0) == []
+    bus.publish("keep", None, b"still here")
+    assert [m.value for m in reader.poll(timeout_s=0.0)] == [b"still here"]
+    bus.create_topic("t", partitions=1)  # a new topic of the same name starts empty, no offsets kept
+    assert bus.end_offsets("t") == [0] and bus.group_lag("g", "t", [0]) == {0: 0}

@@ -14,6 +14,7 @@ from vidnexus.gpu_executor.executor import Executor
 from vidnexus.contracts.profile import Profile
 from vidnexus.contracts.topics import Topics
 from vidnexus.gpu_executor.service import ExecutorService
+from vidnexus.errors import ConnectorError
 from vidnexus.testing import FakeClock, FakeRunner
 
 
@@ -137,3 +138,30 @@ def test_a_frames_inputs_for_a_session_travel_as_one_message_and_come_back_as_on
         t.join(timeout=10)
         client.close()
         ex.stop()
+
+
+def test_close_deletes_the_clients_reply_topic_only():
+    settings = Settings(bus="memory", topic_prefix="r")
+    bus = MemoryBus(clock=FakeClock())
+    a, b = ExecutorClient(bus, settings, "a"), ExecutorClient(bus, settings, "b")
+    assert bus.partitions(a.reply_topic) == 1
+    a.close()
+    with pytest.raises(ConnectorError, match="unknown topic"):
+        bus.partitions(a.reply_topic)
+    assert bus.partitions(b.reply_topic) == 1
+    b.close()
+
+
+class _Unreachable(MemoryBus):
+    def delete_topic(self, name):
+        raise ConnectorError("Kafka is not reachable", retryable=True)
+
+
+def test_close_logs_and_carries_on_when_the_topic_cannot_be_deleted(caplog):
+    bus = _Unreachable(clock=FakeClock())
+    client = ExecutorClient(bus, Settings(bus="memory", topic_prefix="u"), "c")
+    with caplog.at_level("WARNING", logger="vidnexus.gpu_executor.client"):
+        client.close()
+    assert not client._thread.is_alive()
+    assert any("was not deleted" in r.getMessage() and "not reachable" in r.getMessage() for r in caplog.records)
+    assert bus.partitions(client.reply_topic) == 1
