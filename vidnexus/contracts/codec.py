@@ -39,7 +39,7 @@ def unpack(raw: bytes, kind: str, version: int, n_fields: int) -> list[Any]:
     return unpack_versions(raw, kind, {version: n_fields})[1]
 
 
-def unpack_versions(raw: bytes, kind: str, fields: dict[int, int]) -> tuple[int, list[Any]]:
+def unpack_versions(raw: bytes, kind: str, fields: dict[int, int], *, use_list: bool = True) -> tuple[int, list[Any]]:
     """(version, fields) of a :func:`pack` record of ``kind`` in any of the versions this build
     reads, ``fields`` mapping each version to its number of fields.
 
@@ -47,10 +47,10 @@ def unpack_versions(raw: bytes, kind: str, fields: dict[int, int]) -> tuple[int,
         CodecError: not msgpack, another kind, a version not in ``fields``, or a wrong field count.
     """
     try:
-        v = msgpack.unpackb(raw, raw=False)
+        v = msgpack.unpackb(raw, raw=False, use_list=use_list)
     except Exception as e:
         raise CodecError(f"malformed {kind} message: {e}") from None
-    if not isinstance(v, list) or len(v) < 2:
+    if not isinstance(v, (list, tuple)) or len(v) < 2:
         raise CodecError(f"malformed {kind} message: not a versioned record")
     if not isinstance(v[0], int) or v[0] not in fields:
         reads = " and ".join(str(k) for k in sorted(fields, reverse=True))
@@ -58,7 +58,7 @@ def unpack_versions(raw: bytes, kind: str, fields: dict[int, int]) -> tuple[int,
     n_fields = fields[v[0]]
     if v[1] != kind or len(v) != n_fields + 2:
         raise CodecError(f"malformed {kind} message: kind {v[1]!r} with {len(v) - 2} fields, expected {n_fields}")
-    return v[0], v[2:]
+    return v[0], list(v[2:])
 
 
 def to_json(kind: str, version: int, doc: dict[str, Any]) -> bytes:

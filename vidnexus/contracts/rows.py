@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from vidnexus.contracts.codec import pack, unpack
+from vidnexus.contracts.codec import pack, unpack_versions
 from vidnexus.contracts.schema import TableSchema, schema_from_doc, schema_to_doc
 from vidnexus.errors import CodecError
 
@@ -29,13 +29,13 @@ def encode_rows(rows: Mapping[str, Sequence[Sequence[Any]]], schemas: Mapping[st
     return pack("rows", ROWS_VERSION, [body])
 
 
-_SCHEMAS: dict[str, TableSchema] = {}
+_SCHEMAS: dict[Any, TableSchema] = {}
 """Schemas decoded before, by their document's text: a worker sends the same few schemas with every
 message, and building one (with its checks) costs more than the rows."""
 
 
 def _schema(sdoc: Any) -> TableSchema:
-    key = repr(sdoc)
+    key = sdoc if isinstance(sdoc, tuple) else repr(sdoc)  # tuples all the way down: hashable
     schema = _SCHEMAS.get(key)
     if schema is None:
         schema = schema_from_doc(sdoc)
@@ -47,7 +47,9 @@ def _schema(sdoc: Any) -> TableSchema:
 
 def decode_rows(raw: bytes) -> tuple[dict[str, list[tuple[Any, ...]]], dict[str, TableSchema]]:
     """Raises CodecError on an unknown version or a malformed message."""
-    (body,) = unpack(raw, "rows", ROWS_VERSION, 1)
+    # Read as tuples (rows need no conversion, schema documents are their own cache key); array
+    # values arrive as tuples too, which every store takes as it takes lists.
+    (body,) = unpack_versions(raw, "rows", {ROWS_VERSION: 1}, use_list=False)[1]
     try:
         rows, schemas = {}, {}
         for table, (sdoc, rs) in body.items():
@@ -55,7 +57,7 @@ def decode_rows(raw: bytes) -> tuple[dict[str, list[tuple[Any, ...]]], dict[str,
             width = len(schemas[table].columns)
             if set(map(len, rs)) - {width}:
                 raise ValueError(f"table {table}: a row does not have {width} values")
-            rows[table] = list(map(tuple, rs))
+            rows[table] = list(rs)
         return rows, schemas
     except Exception as e:
         raise CodecError(f"malformed rows message: {e}") from None

@@ -135,8 +135,12 @@ class SinkRole:
         """Create or migrate the tables the buffer names; a message whose table cannot take its
         rows goes to the dead-letter topic. A store that is down raises (retryable)."""
         refused: dict[str, str] = {}
+        seen: set[int] = set()  # messages share their schema objects (decode_rows caches them)
         for _, _, schemas in self._buf:
             for schema in schemas.values():
+                if id(schema) in seen:
+                    continue
+                seen.add(id(schema))
                 if schema.name in refused or schema in self._ensured:
                     continue
                 try:
@@ -171,9 +175,14 @@ class SinkRole:
         # Rows go in with the columns of the schema their message carries: during a rolling
         # upgrade, workers of two versions write one table with different columns.
         by_table: dict[tuple[str, tuple[str, ...]], list[tuple[Any, ...]]] = {}
+        columns: dict[int, tuple[str, ...]] = {}  # by schema object: shared across messages
         for _, rows, schemas in self._buf:
             for t, rs in rows.items():
-                by_table.setdefault((t, self._columns(t, schemas)), []).extend(rs)
+                s = schemas.get(t) or self._known[t]
+                cols = columns.get(id(s))
+                if cols is None:
+                    cols = columns[id(s)] = tuple(s.column_names)
+                by_table.setdefault((t, cols), []).extend(rs)
         for (table, columns), rs in by_table.items():
             try:
                 self._insert(table, columns, rs)
