@@ -227,9 +227,15 @@ class MotionCounter:
                  min_displacement: float = 40.0, max_center_distance: float = 80.0) -> None:
         self.resize = Resize(max_side)
         self.motion = MotionDetector(min_area=min_area, warmup=5)
-        self.tracker = IouTracker(iou_threshold=0.1, max_missed=3, max_center_distance=max_center_distance)
         self.min_hits, self.min_displacement = min_hits, min_displacement
+        self.tracker = IouTracker(iou_threshold=0.1, max_missed=3, max_center_distance=max_center_distance,
+                                  keep_finished=0, on_finish=self._finished)
+        self.finished_moving = 0
+        """Finished tracks that count (the tracker itself keeps none: memory stays flat on a live camera)."""
         self._n = 0
+
+    def _finished(self, t: Track) -> None:
+        self.finished_moving += bool(moving_tracks([t], self.min_hits, self.min_displacement))
 
     def apply(self, image: np.ndarray) -> list[Track]:
         """Feed the next sampled frame; returns the tracks seen in it (boxes on the resized image)."""
@@ -238,6 +244,6 @@ class MotionCounter:
         self._n += 1
         return seen
 
-    def counted(self) -> list[Track]:
-        """Tracks that count so far (finished or still live)."""
-        return moving_tracks(self.tracker.finished + self.tracker.live, self.min_hits, self.min_displacement)
+    def count(self) -> int:
+        """Objects counted so far (tracks finished or still live)."""
+        return self.finished_moving + len(moving_tracks(self.tracker.live, self.min_hits, self.min_displacement))

@@ -16,8 +16,9 @@ Example:
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 __all__ = ["Box", "iou", "contained", "nms", "Track", "IouTracker", "moving_tracks"]
 
@@ -92,14 +93,17 @@ class IouTracker:
     (above ``iou_threshold``, same label) — or, with ``max_center_distance``, the nearest one whose
     centre is within that many pixels when no overlap is enough (objects that move fast between
     sampled frames) — or starts a new track; a track missing for more than ``max_missed`` frames is
-    finished (moved to ``finished``)."""
+    finished: handed to ``on_finish`` and kept in ``finished``, the most recent ``keep_finished`` of
+    them (a tracker runs for weeks on a live camera: what it remembers must not grow with time)."""
 
     def __init__(self, iou_threshold: float = 0.3, max_missed: int = 2,
-                 max_center_distance: float | None = None) -> None:
+                 max_center_distance: float | None = None, *, keep_finished: int = 1000,
+                 on_finish: Callable[[Track], None] | None = None) -> None:
         self.iou_threshold, self.max_missed = iou_threshold, max_missed
         self.max_center_distance = max_center_distance
         self.live: list[Track] = []
-        self.finished: list[Track] = []
+        self.finished: deque[Track] = deque(maxlen=keep_finished)
+        self.on_finish = on_finish
         self._next = 1
 
     def update(self, boxes: Sequence[Box], frame_no: int) -> list[Track]:
@@ -137,15 +141,24 @@ class IouTracker:
             seen.append(t)
         still: list[Track] = []
         for t in self.live:
-            (still if frame_no - t.last_frame <= self.max_missed else self.finished).append(t)
+            if frame_no - t.last_frame <= self.max_missed:
+                still.append(t)
+            else:
+                self._finish(t)
         self.live = still
         return seen
 
+    def _finish(self, t: Track) -> None:
+        self.finished.append(t)
+        if self.on_finish is not None:
+            self.on_finish(t)
+
     def close(self) -> list[Track]:
-        """Finish every live track (end of stream) and return all finished tracks."""
-        self.finished.extend(self.live)
+        """Finish every live track (end of stream) and return the finished tracks kept."""
+        for t in self.live:
+            self._finish(t)
         self.live = []
-        return self.finished
+        return list(self.finished)
 
 
 def moving_tracks(tracks: Sequence[Track], min_hits: int = 5, min_displacement: float = 40.0) -> list[Track]:

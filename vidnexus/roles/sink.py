@@ -175,13 +175,13 @@ class SinkRole:
         # Rows go in with the columns of the schema their message carries: during a rolling
         # upgrade, workers of two versions write one table with different columns.
         by_table: dict[tuple[str, tuple[str, ...]], list[tuple[Any, ...]]] = {}
-        columns: dict[int, tuple[str, ...]] = {}  # by schema object: shared across messages
+        names_of: dict[int, tuple[str, ...]] = {}  # by schema object: shared across messages
         for _, rows, schemas in self._buf:
             for t, rs in rows.items():
                 s = schemas.get(t) or self._known[t]
-                cols = columns.get(id(s))
+                cols = names_of.get(id(s))
                 if cols is None:
-                    cols = columns[id(s)] = tuple(s.column_names)
+                    cols = names_of[id(s)] = tuple(s.column_names)
                 by_table.setdefault((t, cols), []).extend(rs)
         for (table, columns), rs in by_table.items():
             try:

@@ -20,7 +20,7 @@ from vidnexus.connectors.bus import Bus
 from vidnexus.connectors.outage import Backoff
 from vidnexus.errors import ConnectorError, StreamError
 from vidnexus.contracts.frames import Frame, encode_frame
-from vidnexus.streams.images import jpeg_encode
+from vidnexus.streams.images import encoded_size, jpeg_encode
 from vidnexus.streams.media_verdicts import SourceKind, after_failure
 from vidnexus.streams.sampling import EveryNth, FpsSampler
 from vidnexus.streams.sources import open_source
@@ -203,10 +203,7 @@ class StreamWorker:
         st.sampled += 1
         img = raw.image
         data = jpeg_encode(img, self.spec.jpeg_quality, self.spec.max_side)
-        h, w = img.shape[:2]
-        if self.spec.max_side and max(h, w) > self.spec.max_side:
-            s = self.spec.max_side / max(h, w)
-            w, h = max(1, int(w * s)), max(1, int(h * s))
+        w, h = encoded_size(img, self.spec.max_side)
         now = self.clock.wall()
         tags = {**self.spec.tags, **{k: str(v) for k, v in raw.truth.items()}}
         if self.spec.apps:

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator
 
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.errors import StreamError
+from vidnexus.streams.images import planes_of_frame
 from vidnexus.streams.media_verdicts import (
     EndEvidence,
     SourceKind,
@@ -251,7 +252,9 @@ class AvSource:
                     t0 = pts
                 rel = pts - t0
                 if keep(rel, index):
-                    yield RawFrame(index, rel, frame.to_ndarray(format="bgr24"), {}, bool(frame.key_frame))
+                    img = planes_of_frame(frame)  # the JPEG encoder takes the decoder's planes as they are
+                    yield RawFrame(index, rel, img if img is not None else frame.to_ndarray(format="bgr24"), {},
+                                   bool(frame.key_frame))
                 index += 1
         if self.kind == "live":
             return

@@ -55,8 +55,9 @@ HUD = HudLayout()
 
 @dataclass(frozen=True)
 class RawFrame:
-    """A decoded frame: its index in the source, presentation time (s, from the first frame), BGR
-    pixels, ground truth (synthetic sources) and whether it is a keyframe."""
+    """A decoded frame: its index in the source, presentation time (s, from the first frame), its
+    pixels (a BGR array, or a video decoder's :class:`~vidnexus.streams.images.Planes`), ground truth
+    (synthetic sources) and whether it is a keyframe."""
 
     index: int
     pts: float

@@ -33,12 +33,12 @@ def frames_of(bus, topic="f"):
 
 
 def make_clip(path: Path, *, fmt: str | None = None, codec: str = "libx264", frames: int = 125, fps: int = 25,
-              size: int = 64, gop: int = 25, options: dict[str, str] | None = None) -> Path:
+              size: int = 64, gop: int = 25, options: dict[str, str] | None = None, pix_fmt: str = "yuv420p") -> Path:
     """A ``frames``-frame clip of moving bars (deterministic)."""
     out = av.open(str(path), "w", format=fmt, options=options or {})
     s = out.add_stream(codec, rate=fps)
     s.width = s.height = size
-    s.pix_fmt = "yuv420p"
+    s.pix_fmt = pix_fmt
     s.codec_context.gop_size = gop
     rng = np.random.default_rng(0)
     for i in range(frames):
