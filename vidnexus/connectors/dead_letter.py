@@ -29,7 +29,7 @@ import threading
 from collections import Counter
 
 from vidnexus.connectors.bus import Bus, Message
-from vidnexus.contracts.topics import Topics
+from vidnexus.contracts.topics import DeadLetterSource, Topics
 
 __all__ = ["DeadLetters", "dead_letter_headers"]
 
@@ -56,12 +56,22 @@ class DeadLetters:
         self._created: set[str] = set()
         self._lock = threading.Lock()
 
-    def topic_for(self, m: Message) -> str:
-        """Where ``m`` goes if it cannot be read (created on first use)."""
-        topic = self.topics.dead_letter(self.topics.source_of(m.topic))
+    def expect(self, *sources: DeadLetterSource) -> "DeadLetters":
+        """Create the dead-letter topics of ``sources`` now (a role calls this when it starts, for
+        the kinds of topic it reads), so that their readers can subscribe before the first one."""
+        for s in sources:
+            self._create(self.topics.dead_letter(s))
+        return self
+
+    def _create(self, topic: str) -> None:
         if topic not in self._created:
             self.bus.create_topic(topic, 1)
             self._created.add(topic)
+
+    def topic_for(self, m: Message) -> str:
+        """Where ``m`` goes if it cannot be read (created on first use if not expected)."""
+        topic = self.topics.dead_letter(self.topics.source_of(m.topic))
+        self._create(topic)
         return topic
 
     def count(self, m: Message, reason: str) -> None:

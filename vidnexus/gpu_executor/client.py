@@ -72,6 +72,7 @@ class ExecutorClient:
         self.reply_topic = self.topics.replies(name or uuid.uuid4().hex[:12])
         bus.create_topic(self.reply_topic, 1)
         self.dead_letters = dead_letters or DeadLetters(bus, self.topics, f"client {self.reply_topic}")
+        self.dead_letters.expect("replies")
         self._futures: dict[str, tuple[list[Future[Reply]], float]] = {}  # request id → (one per input, sent)
         self._expiry: list[tuple[float, str]] = []  # heap of (expires_wall, request id)
         self._hops: dict[str, deque[float]] = {}  # session → bus round trips of answered requests

@@ -44,7 +44,7 @@ class ExecutorService:
         self.topics = [self.names.requests(s) for s in self.sessions]
         for t in self.topics:
             bus.create_topic(t, partitions)
-        self.dead_letters = dead_letters or DeadLetters(bus, self.names, "executor")
+        self.dead_letters = (dead_letters or DeadLetters(bus, self.names, "executor")).expect("requests")
         self._stop = threading.Event()
         self._resubscribe = False
         self._inflight = 0

@@ -103,7 +103,7 @@ class ExecutorRole:
         self._unknown_to_plans = False
         self._stop = threading.Event()
         self.outage = Outage(f"executor {self.id}", self.clock, give_up_s=settings.give_up_s)
-        self.dead_letters = DeadLetters(bus, self.topics, f"executor {self.id}")
+        self.dead_letters = DeadLetters(bus, self.topics, f"executor {self.id}").expect("requests")
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> "ExecutorRole":

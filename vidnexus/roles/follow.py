@@ -30,7 +30,7 @@ class PlanFollower:
 
     def __init__(self, bus: Bus, topics: Topics, dead_letters: DeadLetters | None = None) -> None:
         bus.create_topic(topics.control, 1, compacted=True)
-        self.dead_letters = dead_letters or DeadLetters(bus, topics, "plan follower")
+        self.dead_letters = (dead_letters or DeadLetters(bus, topics, "plan follower")).expect("control")
         self._consumer: Consumer = bus.subscribe([topics.control], group=None, from_beginning=True)
         self.current: EpochPlan | None = None
 

@@ -45,7 +45,7 @@ class SchedulerRole:
             bus.create_topic(topic, 1, compacted=compacted)
         self._consumer: Consumer | None = None
         self.outage = Outage("scheduler", self.clock, give_up_s=settings.give_up_s)
-        self.dead_letters = DeadLetters(bus, self.topics, "scheduler")
+        self.dead_letters = DeadLetters(bus, self.topics, "scheduler").expect("stats", "apps")
 
     def start(self) -> "SchedulerRole":
         if self._consumer is None:

@@ -60,7 +60,7 @@ class SinkRole:
         topics = Topics(settings.topic_prefix)
         self.topic = topics.rows
         bus.create_topic(self.topic, partitions)
-        self.dead_letters = DeadLetters(bus, topics, "sink")
+        self.dead_letters = DeadLetters(bus, topics, "sink").expect("rows")
         self.group = group or topics.group("sink")
         self.consumer = bus.subscribe([self.topic], group=self.group)
         self.watchdog = GroupWatchdog(bus, self.group, lambda: [self.topic], self.clock, stall_s=settings.watchdog_s,

@@ -119,7 +119,7 @@ class WorkerRole:
         self.pinned = split is not None
         for topic, n in ((self.topics.frames, partitions), (self.topics.rows, partitions), (self.topics.apps, 1)):
             bus.create_topic(topic, n)
-        self.dead_letters = DeadLetters(bus, self.topics, f"worker {app.name}/{self.id}")
+        self.dead_letters = DeadLetters(bus, self.topics, f"worker {app.name}/{self.id}").expect("frames")
         self.client = client or ExecutorClient(bus, settings, clock=self.clock, dead_letters=self.dead_letters)
         self.backend = RemoteBackend(app, self.client, stage_slos(app, dict(split) if split else None))
         self.engine = ChainEngine(app, self.backend, clock=self.clock)
