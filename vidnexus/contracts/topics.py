@@ -20,6 +20,8 @@ DeadLetterSource = Literal["frames", "requests", "replies", "rows", "control", "
 """The kinds of topic a role reads; a record of one that cannot be read goes to ``dead.<kind>``."""
 DEAD_LETTER_SOURCES: tuple[DeadLetterSource, ...] = ("frames", "requests", "replies", "rows", "control", "stats",
                                                      "apps")
+_KINDS: dict[str, DeadLetterSource] = {**{k: k for k in DEAD_LETTER_SOURCES if k != "requests"}, "req": "requests"}
+"""The first part of a topic's name (after the prefix) → its kind."""
 
 
 @dataclass(frozen=True)
@@ -80,13 +82,11 @@ class Topics:
             ValueError: ``topic`` is not one of this deployment's topics that roles read.
         """
         head = f"{self.prefix}."
-        name = topic[len(head):] if topic.startswith(head) else ""
-        kind = name.split(".", 1)[0]
-        source = {"req": "requests"}.get(kind, kind)
-        for s in DEAD_LETTER_SOURCES:
-            if s == source and (name == s or s in ("requests", "replies")):
-                return s
-        raise ValueError(f"{topic!r} is not a topic roles of prefix {self.prefix!r} read")
+        kind, dot, _ = (topic[len(head):] if topic.startswith(head) else "").partition(".")
+        source = _KINDS.get(kind)
+        if source is None or (dot and source not in ("requests", "replies")):  # only these are per key
+            raise ValueError(f"{topic!r} is not a topic roles of prefix {self.prefix!r} read")
+        return source
 
     def group(self, role: str) -> str:
         """The consumer group of a role (``executor``, ``sink``, ``app-<name>``)."""
