@@ -24,6 +24,8 @@ SUMMARY_KEYS = {
     "peers": {"vnx_over_best_peer_tightest_slo", "vnx_over_triton", "vnx_over_ray"},
     "hop": {"p50_ms_1000rps_20kb", "p99_ms_1000rps_20kb", "p50_ms_100rps_20kb", "p99_ms_100rps_20kb"},
     "sink": {"server_rows_per_s", "chdb_rows_per_s", "server_store_rows_per_s", "chdb_store_rows_per_s"},
+    "preprocess": {"frame_overlap_gain", "crop_overlap_gain", "overlap_gain_min", "frame_wire_over_float32",
+                   "crop_wire_over_float32", "frame_overlapped_over_device_only", "crop_overlapped_over_device_only"},
     "soak": {"rss_growth_pct_max", "fd_growth_max", "topics_start", "topics_end", "slo_attainment", "frames",
              "frames_lost"},
 }
@@ -53,3 +55,6 @@ def test_quick_run_writes_the_json(name, tmp_path):
         assert isinstance(v, (int, float)) and math.isfinite(v), (k, v)
         if "delta" not in k:  # accuracy deltas may be negative; ratios, rates and times may not
             assert v > 0, (k, v)
+    if name == "preprocess":  # what travels is smaller than the tensor the executor makes of it
+        assert doc["summary"]["frame_wire_over_float32"] < 0.25 and doc["summary"]["crop_wire_over_float32"] < 0.5
+        assert {r["mode"] for r in doc["results"]} == {"serial", "overlapped", "device only"}

@@ -25,12 +25,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from vidnexus.config import Settings
 from vidnexus.errors import ConfigError
 
-__all__ = ["compute_stage_model", "frame_input", "frame_tensor", "keep_element", "discard_output"]
+__all__ = ["compute_stage_model", "frame_input", "keep_element", "discard_output"]
 
 
 def compute_stage_model(settings: Settings, field: str, tasks: Sequence[str]) -> str | None:
@@ -49,23 +47,22 @@ def compute_stage_model(settings: Settings, field: str, tasks: Sequence[str]) ->
     return name
 
 
-def frame_tensor(image_bgr: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:
-    """A frame as the model's input: resized to ``shape`` (C, H, W), RGB, float32 in [0, 1]."""
-    import cv2
-
-    _, h, w = shape
-    small = cv2.resize(image_bgr, (w, h), interpolation=cv2.INTER_AREA)
-    return np.ascontiguousarray(small[:, :, ::-1].transpose(2, 0, 1), dtype=np.float32) / 255.0
-
-
-def frame_input(model: str) -> Callable[[Any], np.ndarray]:
-    """``infer(input=…)`` for a compute-only stage on whole frames: the frame as ``model``'s zoo input
-    (shape looked up once, here)."""
+def frame_input(model: str) -> Callable[[Any], Any]:
+    """``infer(input=…)`` for a compute-only stage on whole frames: the frame as it travels — its
+    JPEG bytes untouched (:class:`~vidnexus.contracts.requests.Jpeg`), a raw frame's uint8 pixels —
+    for the executor to decode, resize to ``model``'s zoo input and normalize on its CPU pool (the
+    zoo entry's ``prepare``). The worker decodes nothing for this stage."""
+    from vidnexus.contracts.requests import Jpeg
     from vidnexus.gpu_executor.zoo import ZOO
     from vidnexus.streams.images import image_of
 
-    c, h, w = ZOO[model].input_shape
-    return lambda f: frame_tensor(image_of(f), (c, h, w))
+    if ZOO[model].prepare is None:
+        raise ConfigError(f"zoo model {model} has no input conversion for whole frames")
+
+    def wire(f: Any) -> Any:
+        return Jpeg(f.data) if f.encoding == "jpeg" else image_of(f)
+
+    return wire
 
 
 def keep_element(element: Any, _output: Any) -> Any:

@@ -24,6 +24,7 @@ BENCHMARKS: dict[str, str] = {
     "sink": "vidnexus.benchmarks.sink_bench",
     "hop": "vidnexus.benchmarks.hop",
     "soak": "vidnexus.benchmarks.soak",
+    "preprocess": "vidnexus.benchmarks.preprocess_bench",
 }
 """Benchmark name → module with ``run(quick, console)`` (imported only when that benchmark runs)."""
 

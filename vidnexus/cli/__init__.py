@@ -211,7 +211,7 @@ def models_profile(
 @app.command()
 def bench(
     name: str = typer.Argument(..., help=("Benchmark: drop-policies, prefix, multiplex, scheduler, latency-split, ingest, runtimes, weg, "
-                                         "hop, sink, soak or peers (runtimes, hop, sink and soak need the broker, sink and soak also the server: "
+                                         "preprocess, hop, sink, soak or peers (runtimes, hop, sink and soak need the broker, sink and soak also the server: "
                                          "vidnexus services up; peers needs scripts/peers-venv.sh)")),
     quick: bool = typer.Option(False, help="A reduced run (a few minutes) that checks the benchmark works."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON result here."),

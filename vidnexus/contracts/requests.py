@@ -5,6 +5,12 @@ session travel together) and an absolute wall-clock deadline, and says where to 
 message carries one :class:`~vidnexus.contracts.replies.Reply` per input, in order, with the
 request's id.
 
+Inputs travel as the app's step made them, never as float tensors built in the worker: a uint8 image
+(a crop, a cell, a whole frame: ``[dtype, shape, bytes]``) or a frame's JPEG bytes as they came from
+ingest (:class:`Jpeg`, ``["jpeg", [], bytes]``). The executor turns them into the model's tensor on its
+CPU pool, overlapped with the device (:mod:`vidnexus.gpu_executor.preprocess`). Float arrays still
+travel (a client that builds tensors itself, user models without an input conversion).
+
 Example:
     >>> import numpy as np
     >>> req = InferRequest("r1", "lenet5-100ms", deadline_wall=1.5, reply_to="vnx.replies.c1",
@@ -12,6 +18,9 @@ Example:
     >>> back = decode_request(encode_request(req))
     >>> back.request_id, len(back.inputs), back.inputs[0].shape, back.frame_no
     ('r1', 3, (1, 28, 28), 7)
+    >>> decode_request(encode_request(InferRequest("r2", "ssdlite-100ms", 1.5, "vnx.replies.c1",
+    ...                                                (Jpeg(b"\\xff\\xd8..."),)))).inputs
+    (Jpeg(data=b'\\xff\\xd8...'),)
     >>> decode_reply(encode_reply("r1", "lenet5-100ms", [Reply.dropped("deadline")]))
     ('r1', 'lenet5-100ms', [Reply(ok=False, output=None, reason='deadline', latency_s=0.0, batch=0)])
 """
@@ -27,13 +36,25 @@ from vidnexus.contracts.codec import pack, unpack_versions
 from vidnexus.contracts.replies import Reply
 from vidnexus.errors import CodecError
 
-__all__ = ["InferRequest", "encode_request", "decode_request", "encode_reply", "decode_reply", "WIRE_VERSION"]
+__all__ = ["InferRequest", "Jpeg", "encode_request", "decode_request", "encode_reply", "decode_reply", "WIRE_VERSION"]
 
 WIRE_VERSION = 3
 """3: requests ``[3, "req", id, session, deadline_wall, reply_to, [[dtype, shape, bytes], …], app,
 stream, frame_no]`` (several inputs); replies ``[3, "rep", id, session, [[ok, output, reason,
 latency_s, batch], …]]`` (one per input, in order). Version 2 messages (one input, one reply) are
-still read, so that executors and workers can be upgraded one at a time."""
+still read, so that executors and workers can be upgraded one at a time. An input is
+``[dtype, shape, bytes]`` or ``["jpeg", [], bytes]`` (:class:`Jpeg`; an executor older than
+2026-11-24 dead-letters a request that carries one)."""
+
+JPEG_TAG = "jpeg"
+
+
+@dataclass(frozen=True)
+class Jpeg:
+    """An input as JPEG bytes (a frame as ingest encoded it): the executor decodes it (BGR) before
+    the model's input conversion. Sent as is, so a worker never decodes a frame only to forward it."""
+
+    data: bytes
 
 
 @dataclass(frozen=True)
@@ -49,12 +70,18 @@ class InferRequest:
 
 
 def _arr(a: Any) -> list[Any]:
+    if isinstance(a, Jpeg):
+        return [JPEG_TAG, [], a.data]
     a = np.ascontiguousarray(a)
     return [a.dtype.str, list(a.shape), a.tobytes()]
 
 
 def _unarr(v: Any) -> Any:
     dtype, shape, raw = v
+    if dtype == JPEG_TAG:
+        if not isinstance(raw, bytes):
+            raise ValueError(f"a jpeg input carries {type(raw).__name__}, not bytes")
+        return Jpeg(raw)
     return np.frombuffer(raw, dtype=np.dtype(dtype)).reshape(shape)
 
 

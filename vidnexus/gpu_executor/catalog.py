@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from vidnexus.errors import ModelError
+from vidnexus.gpu_executor.preprocess import Prepare
 
 __all__ = ["ModelEntry", "TASKS", "merge_entries"]
 
@@ -39,6 +40,10 @@ class ModelEntry:
     ``build(model_dir)`` returns the ``nn.Module``; ``model_dir`` is the repository's directory
     (``<data_dir>/models``), where a model the project trains caches its weights (trained on first
     use). Architectures with random weights ignore it.
+
+    ``prepare`` turns a uint8 image from the wire (BGR, any size) into the model's tensor on the
+    executor's CPU pool (:mod:`vidnexus.gpu_executor.preprocess`); without it the model takes float32
+    tensors of ``input_shape`` only.
     """
 
     name: str
@@ -46,6 +51,7 @@ class ModelEntry:
     input_shape: tuple[int, ...]
     task: str
     description: str
+    prepare: Prepare | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():

@@ -263,14 +263,18 @@ class Executor:
         with self._lock:
             return self.core.targets()
 
-    def add_session(self, spec: SessionSpec, runner: Runner | None = None, profile: Profile | None = None) -> None:
-        """Host one more session (a plan gave it to this executor); ``runner`` and ``profile`` when its
-        model is new here. Idempotent for a session already hosted."""
+    def add_session(self, spec: SessionSpec, runner: Runner | None = None, profile: Profile | None = None,
+                    preprocess: Callable[[Any], Any] | None = None) -> None:
+        """Host one more session (a plan gave it to this executor); ``runner``, ``profile`` and its
+        input conversion ``preprocess`` when its model is new here. Idempotent for a session already
+        hosted."""
         with self._lock:
             if spec.session_id in self._specs:
                 return
             if runner is not None:
                 self.runners[spec.model] = runner
+                if preprocess is not None:
+                    self.preprocess[spec.model] = preprocess
             if profile is not None:
                 self.core.with_profile(spec.model, profile)
             if spec.model not in self.runners:
@@ -292,6 +296,7 @@ class Executor:
                         and m not in self.core.prefix_groups()]
             for m in unloaded:
                 del self.runners[m]
+                self.preprocess.pop(m, None)
         for d in dropped:
             self._finish_drop(d.request_id, "retired")
         return unloaded

@@ -19,10 +19,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vidnexus.gpu_executor.catalog import ModelEntry
+from vidnexus.gpu_executor.preprocess import ImageInput
 
 __all__ = ["ZOO", "lenet5", "random_init"]
 
 _RANDOM = "random weights: compute profile only"
+_RGB224 = ImageInput((3, 224, 224), "rgb")
+_RGB320 = ImageInput((3, 320, 320), "rgb")
 
 
 def lenet5(num_classes: int = 10) -> Any:
@@ -62,16 +65,19 @@ def _keypoint(_model_dir: Path) -> Any:
 
 ZOO: dict[str, ModelEntry] = {e.name: e for e in (
     ModelEntry("lenet5", lambda _model_dir: lenet5(), (1, 28, 28), "classify",
-               f"LeNet-5 architecture, 10 classes ({_RANDOM})"),
-    ModelEntry("resnet18", _tv("resnet18"), (3, 224, 224), "classify", f"ResNet-18, ImageNet head ({_RANDOM})"),
-    ModelEntry("resnet50", _tv("resnet50"), (3, 224, 224), "classify", f"ResNet-50, ImageNet head ({_RANDOM})"),
+               f"LeNet-5 architecture, 10 classes ({_RANDOM})", ImageInput((1, 28, 28), "gray")),
+    ModelEntry("resnet18", _tv("resnet18"), (3, 224, 224), "classify", f"ResNet-18, ImageNet head ({_RANDOM})",
+               _RGB224),
+    ModelEntry("resnet50", _tv("resnet50"), (3, 224, 224), "classify", f"ResNet-50, ImageNet head ({_RANDOM})",
+               _RGB224),
     ModelEntry("mobilenet_v3_small", _tv("mobilenet_v3_small"), (3, 224, 224), "classify",
-               f"MobileNetV3-Small, ImageNet head ({_RANDOM})"),
+               f"MobileNetV3-Small, ImageNet head ({_RANDOM})", _RGB224),
     ModelEntry("mobilenet_v3_large", _tv("mobilenet_v3_large"), (3, 224, 224), "classify",
-               f"MobileNetV3-Large, ImageNet head ({_RANDOM})"),
-    ModelEntry("ssdlite", _ssdlite, (3, 320, 320), "detect", f"SSDlite320 MobileNetV3-Large detector ({_RANDOM})"),
+               f"MobileNetV3-Large, ImageNet head ({_RANDOM})", _RGB224),
+    ModelEntry("ssdlite", _ssdlite, (3, 320, 320), "detect", f"SSDlite320 MobileNetV3-Large detector ({_RANDOM})",
+               _RGB320),
     ModelEntry("keypointrcnn", _keypoint, (3, 320, 320), "pose",
-               f"Keypoint R-CNN ResNet-50-FPN, 17 COCO keypoints ({_RANDOM})"),
+               f"Keypoint R-CNN ResNet-50-FPN, 17 COCO keypoints ({_RANDOM})", _RGB320),
 )}
 """Name → entry: the architectures every repository knows (random weights)."""
 

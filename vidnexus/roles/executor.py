@@ -38,7 +38,7 @@ from vidnexus.gpu_executor.metrics import ExecutorMetrics
 from vidnexus.gpu_executor.service import ExecutorService
 from vidnexus.roles.follow import PlanFollower
 
-__all__ = ["ExecutorRole", "Models", "LoadModels", "repository", "repository_loader"]
+__all__ = ["ExecutorRole", "Models", "LoadModels", "repository", "repository_loader", "repository_inputs"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +63,27 @@ def repository_loader(settings: Settings, device: str, weights: dict[str, Path] 
     return lambda names: prepare_models(settings, names, device, weights, repo=repository(settings))
 
 
+def repository_inputs(settings: Settings) -> Callable[[str], Callable[[Any], Any] | None]:
+    """Model name → the executor's per-request input conversion (run on its CPU pool: JPEG decode,
+    the entry's ``prepare``, the shape check; :func:`~vidnexus.gpu_executor.preprocess.wire_input`),
+    for every model the repository knows; None for a model it does not know (an app's own loader,
+    a test's fake model), whose requests reach the runner as they came."""
+    from vidnexus.errors import ModelError
+    from vidnexus.gpu_executor.preprocess import wire_input
+
+    repo = repository(settings)
+
+    def inputs(model: str) -> Callable[[Any], Any] | None:
+        try:
+            spec = repo.get(model)
+        except ModelError:
+            return None
+        entry = repo.catalog.get(model) if spec.builtin else None
+        return wire_input(model, spec.input_shape, entry.prepare if entry is not None else None)
+
+    return inputs
+
+
 class ExecutorRole:
     """One executor. ``start`` loads the models and starts the device; ``step`` serves a poll of
     requests, publishes stats when due and applies a newer plan; ``run`` loops until stopped.
@@ -71,18 +92,22 @@ class ExecutorRole:
         sessions: the sessions to serve from the start (never retired).
         load: how models are loaded (default: the repository, see :func:`repository_loader`).
         follow_plans: apply the scheduler's plans (off: serve ``sessions`` as started).
+        inputs: model → its per-request input conversion, run on the executor's CPU pool (default:
+            the repository's, :func:`repository_inputs`).
     """
 
     def __init__(self, settings: Settings, sessions: Sequence[SessionKey], *, bus: Bus, clock: Clock | None = None,
                  device: str = "cpu", policy: PolicyName = "early_drop", load: LoadModels | None = None,
                  executor_id: str | None = None, stats_every_s: float = 5.0, follow_plans: bool = True,
-                 retire_after_epochs: int = 3, metrics: ExecutorMetrics | None = None, workers: int = 2) -> None:
+                 retire_after_epochs: int = 3, metrics: ExecutorMetrics | None = None, workers: int = 2,
+                 inputs: Callable[[str], Callable[[Any], Any] | None] | None = None) -> None:
         if not sessions:
             raise ConfigError("give at least one --session MODEL:SLO_MS")
         self.settings, self.bus = settings, bus
         self.clock = clock or MonotonicClock()
         self.device, self.policy = device, policy
         self.load = load or repository_loader(settings, device)
+        self.inputs = inputs or repository_inputs(settings)
         self.id = executor_id or f"{socket.gethostname()}-{os.getpid()}"
         self.topics = Topics(settings.topic_prefix)
         self.stats_every_s = stats_every_s
@@ -114,9 +139,10 @@ class ExecutorRole:
 
         runners, profiles = self.load(sorted({s.model for s in self.specs.values()}))
         self.groups, group_runners = prefix_batching(runners, self.device)
-        self.executor = Executor(list(self.specs.values()), runners, profiles, clock=self.clock,
-                                 metrics=self.metrics, prefix_groups=self.groups, group_runners=group_runners,
-                                 workers=self.workers).start()
+        preprocess = {m: f for m in runners if (f := self.inputs(m)) is not None}
+        self.executor = Executor(list(self.specs.values()), runners, profiles, preprocess=preprocess,
+                                 clock=self.clock, metrics=self.metrics, prefix_groups=self.groups,
+                                 group_runners=group_runners, workers=self.workers).start()
         self.service = ExecutorService(self.executor, self.bus, self.settings, clock=self.clock,
                                        dead_letters=self.dead_letters)
         self.bus.create_topic(self.topics.stats, 1)
@@ -252,6 +278,6 @@ class ExecutorRole:
             runner, prof = runners[key.model], profiles[key.model]
             logger.info("loaded model %s for session %s", key.model, sid)
         spec = SessionSpec(sid, key.model, key.slo_s, policy=self.policy)
-        self.executor.add_session(spec, runner, prof)
+        self.executor.add_session(spec, runner, prof, self.inputs(key.model) if runner is not None else None)
         self.service.add_session(sid)
         self.specs[sid] = spec

@@ -32,7 +32,8 @@ WEIGHTS_NAME = "digits-lenet5-v1.pt"
 
 
 def cell_to_input(cell_bgr: Any) -> np.ndarray:
-    """A digit cell crop (BGR) → the model's 1×28×28 float32 input, contrast-normalized."""
+    """A digit cell crop (uint8 BGR or gray) → the model's 1×28×28 float32 input, contrast-normalized
+    (the ``hud_digits`` model's ``prepare``: the executor runs it on each cell a worker sends)."""
     import cv2
 
     g = cv2.cvtColor(cell_bgr, cv2.COLOR_BGR2GRAY) if cell_bgr.ndim == 3 else cell_bgr

@@ -8,8 +8,8 @@ Example:
     >>> import numpy as np
     >>> img = np.zeros((180, 320, 3), np.uint8); img[40:160, 100:140] = 255
     >>> x, (x0, y0, side) = figure_crop(img)
-    >>> x.shape, side > 120
-    ((3, 64, 64), True)
+    >>> x.shape, x.dtype, side > 120, crop_input(x).shape
+    ((64, 64, 3), dtype('uint8'), True, (3, 64, 64))
 """
 
 from __future__ import annotations
@@ -22,18 +22,22 @@ import numpy as np
 
 from vidnexus.apps.dance.render import HEIGHT, KEYPOINTS, WIDTH, draw_dancer, pose_keypoints, random_angles, stage
 from vidnexus.gpu_executor.catalog import ModelEntry
+from vidnexus.gpu_executor.preprocess import ImageInput
 from vidnexus.training.fit import WeightsCache, fit_minibatches
 from vidnexus.training.fit import load_or_train as _load_or_train
 
-__all__ = ["figure_crop", "render_examples", "build", "load_or_train", "dance_pose", "CROP", "DANCE_POSE", "MODELS"]
+__all__ = ["figure_crop", "crop_input", "render_examples", "build", "load_or_train", "dance_pose", "CROP", "DANCE_POSE", "MODELS"]
 
 CROP = 64
+crop_input = ImageInput((3, CROP, CROP), "bgr")
+"""A figure crop (uint8 BGR) → the regressor's 3×64×64 float32 input (``DANCE_POSE.prepare``)."""
 VERSION = "dance-pose-v2"
 
 
 def figure_crop(img: np.ndarray, threshold: int = 130) -> tuple[np.ndarray, tuple[float, float, float]]:
-    """The square crop around the bright figure (3×64×64 float32 in [0, 1]) and its (x0, y0, side)
-    in the frame. A frame without a figure gives the whole-frame crop."""
+    """The square crop around the bright figure (64×64 uint8 BGR: the executor makes the model's
+    input with :data:`crop_input`) and its (x0, y0, side) in the frame. A frame without a figure
+    gives the whole-frame crop."""
     import cv2
 
     mask = img.max(axis=2) > threshold
@@ -47,7 +51,7 @@ def figure_crop(img: np.ndarray, threshold: int = 130) -> tuple[np.ndarray, tupl
     x0, y0 = cx - side / 2, cy - side / 2
     m = np.array([[CROP / side, 0, -x0 * CROP / side], [0, CROP / side, -y0 * CROP / side]], np.float32)
     crop = cv2.warpAffine(img, m, (CROP, CROP), flags=cv2.INTER_AREA, borderValue=(0, 0, 0))
-    return np.ascontiguousarray(crop.astype(np.float32).transpose(2, 0, 1) / 255.0), (x0, y0, side)
+    return crop, (x0, y0, side)
 
 
 def render_examples(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -62,7 +66,8 @@ def render_examples(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         kp = pose_keypoints(random_angles(np_rng), rng.uniform(90, WIDTH - 90), HEIGHT - rng.uniform(6, 16), height)
         draw_dancer(img, kp, height)
         img = np.clip(img.astype(np.float32) + np_rng.normal(0, rng.uniform(1, 6), img.shape), 0, 255).astype(np.uint8)
-        xs[i], (x0, y0, side) = figure_crop(img)
+        crop, (x0, y0, side) = figure_crop(img)
+        xs[i] = crop_input(crop)
         ys[i] = ((kp - [x0, y0]) / side).reshape(-1)
     return xs, ys
 
@@ -113,6 +118,7 @@ def dance_pose(model_dir: Path) -> Any:
 DANCE_POSE = ModelEntry(
     "dance_pose", dance_pose, (3, CROP, CROP), "embed",
     "pose regressor trained by the project on stick-figure dancers (13 keypoints; trained on first use, 2–3 min)",
+    crop_input,
 )
 
 MODELS: tuple[ModelEntry, ...] = (DANCE_POSE,)

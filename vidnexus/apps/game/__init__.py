@@ -103,7 +103,7 @@ def parse(f: Frame) -> GameFrame:
     img = image_of(f)
     st = style(game)
     x, y = st.icon_xy
-    icon = img[y : y + ICON_SIZE, x : x + ICON_SIZE].transpose(2, 0, 1).astype(np.float32) / 255.0
+    icon = img[y : y + ICON_SIZE, x : x + ICON_SIZE]  # uint8 BGR: the executor makes the models' input
     plan = specializer.plan(f.stream_id, str(game)) if SPECIALIZE else Plan(f.stream_id, str(game), "oracle")
     return GameFrame(f, game, _cells[game].apply(img), np.ascontiguousarray(icon), plan)
 

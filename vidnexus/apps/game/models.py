@@ -25,10 +25,13 @@ from typing import Any, Callable
 from vidnexus.apps.game.render import N_GAMES, style
 from vidnexus.apps.hud.models import HUD_DIGITS
 from vidnexus.gpu_executor.catalog import ModelEntry
+from vidnexus.gpu_executor.preprocess import ImageInput
 
 __all__ = ["glyph_models", "icon_classifier", "compact_features", "ICON_MODELS", "COMPACT_MODEL", "TEMPLATE",
            "MODELS"]
 
+ICON_INPUT = ImageInput((3, 32, 32), "bgr")
+"""An item icon (uint8 BGR, 32×32 as cut from the frame) → the icon models' float32 input."""
 ICON_MODELS = tuple(f"game_icons_g{g}" for g in range(N_GAMES))
 COMPACT_MODEL = "glyph_compact"
 TEMPLATE = "compact_a"
@@ -78,13 +81,15 @@ def _icon_entry(game: int) -> ModelEntry:
     return ModelEntry(
         ICON_MODELS[game], build, (3, 32, 32), "classify",
         f"item icons of game {game}: the glyph oracle's trunk (shared by all games) + this game's 24-icon head",
+        ICON_INPUT,
     )
 
 
 MODELS: tuple[ModelEntry, ...] = (
     HUD_DIGITS,
     ModelEntry(COMPACT_MODEL, compact_features, (3, 32, 32), "embed",
-               "compact glyph template's body (48 features; the game app's WEG specializes its last layer)"),
+               "compact glyph template's body (48 features; the game app's WEG specializes its last layer)",
+               ICON_INPUT),
     *(_icon_entry(g) for g in range(N_GAMES)),
 )
 """The models this app declares (see :func:`vidnexus.apps.model_catalog`)."""

@@ -1,10 +1,12 @@
-"""Crop the digit cells of a game HUD into digit-reader inputs (the HUD and game apps' CPU step).
+"""Crop the digit cells of a game HUD (the HUD and game apps' CPU step): each cell travels to the
+executor as its uint8 pixels, which makes the digit reader's input (``cell_to_input``, the
+``hud_digits`` entry's ``prepare``).
 
 Example:
     >>> import numpy as np
     >>> cells = HudCells().apply(np.zeros((180, 320, 3), np.uint8))
-    >>> [(c.field, c.index, c.input.shape) for c in cells][:2]
-    [('score', 0, (1, 28, 28)), ('score', 1, (1, 28, 28))]
+    >>> [(c.field, c.index, c.input.shape, c.input.dtype.name) for c in cells][:2]
+    [('score', 0, (24, 16, 3), 'uint8'), ('score', 1, (24, 16, 3), 'uint8')]
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from vidnexus.streams.synthetic import HUD, HudLayout
-from vidnexus.training.digits import cell_to_input
 
 __all__ = ["HudCells", "DigitCell", "assemble"]
 
@@ -24,7 +25,7 @@ __all__ = ["HudCells", "DigitCell", "assemble"]
 class DigitCell:
     field: str
     index: int
-    input: np.ndarray
+    input: np.ndarray  # the cell's uint8 BGR pixels
 
 
 class HudCells:
@@ -39,7 +40,7 @@ class HudCells:
         for name, k, (x, y, cw, ch) in self.layout.cells():
             if x + cw > w or y + ch > h:
                 raise ValueError(f"HUD cell {name}[{k}] at ({x},{y}) is outside a {w}x{h} frame")
-            out.append(DigitCell(name, k, cell_to_input(image[y : y + ch, x : x + cw])))
+            out.append(DigitCell(name, k, np.ascontiguousarray(image[y : y + ch, x : x + cw])))
         return out
 
 

@@ -25,6 +25,7 @@ def _hud_digits(model_dir: Path) -> Any:
 HUD_DIGITS = ModelEntry(
     "hud_digits", _hud_digits, (1, 28, 28), "classify",
     "LeNet-5 trained by the project on rendered HUD digits (trained on first use, ~25 s; cached)",
+    digits.cell_to_input,
 )
 
 MODELS: tuple[ModelEntry, ...] = (HUD_DIGITS,)

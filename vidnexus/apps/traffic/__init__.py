@@ -34,7 +34,7 @@ import numpy as np
 
 from vidnexus.apps.compute import compute_stage_model, discard_output, frame_input, keep_element
 from vidnexus.apps.spec import DemoSpec, DemoSummary
-from vidnexus.apps.traffic.models import COLOUR_NAMES, crop_input
+from vidnexus.apps.traffic.models import COLOUR_NAMES
 from vidnexus.apps.traffic.render import parse_cars
 from vidnexus.clock import wall_time
 from vidnexus.config import load_settings
@@ -74,7 +74,7 @@ class Sighting:
     track: Track
     box: tuple[float, float, float, float]  # on the full-resolution frame
     counts: bool
-    crop: np.ndarray
+    crop: np.ndarray  # uint8 BGR, as cut from the frame: the executor makes the model's input
 
 
 def track(f: Frame) -> list[Sighting]:
@@ -91,7 +91,7 @@ def track(f: Frame) -> list[Sighting]:
         x2, y2 = min(w, int(b.x2 / scale)), min(h, int(b.y2 / scale))
         if x2 - x1 < 4 or y2 - y1 < 4:
             continue
-        out.append(Sighting(f, t, (x1, y1, x2, y2), t.track_id in counting, crop_input(img[y1:y2, x1:x2])))
+        out.append(Sighting(f, t, (x1, y1, x2, y2), t.track_id in counting, np.ascontiguousarray(img[y1:y2, x1:x2])))
     return out
 
 

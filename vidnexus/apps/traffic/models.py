@@ -14,6 +14,7 @@ import numpy as np
 
 from vidnexus.apps.traffic.render import COLOURS, background, draw_car
 from vidnexus.gpu_executor.catalog import ModelEntry
+from vidnexus.gpu_executor.preprocess import ImageInput
 from vidnexus.training.fit import WeightsCache, fit_minibatches
 from vidnexus.training.fit import load_or_train as _load_or_train
 
@@ -25,12 +26,9 @@ VERSION = "car-colours-v2"
 SIZE = 32
 
 
-def crop_input(crop_bgr: Any) -> np.ndarray:
-    """A car crop (BGR, any size) → the model's 3×32×32 float32 input."""
-    import cv2
-
-    x = cv2.resize(crop_bgr, (SIZE, SIZE), interpolation=cv2.INTER_AREA).astype(np.float32) / 255.0
-    return np.ascontiguousarray(x.transpose(2, 0, 1))
+crop_input = ImageInput((3, SIZE, SIZE), "bgr")
+"""A car crop (uint8 BGR, any size) → the model's 3×32×32 float32 input: what the executor runs on
+its CPU pool for each crop a worker sends (``CAR_COLOURS.prepare``), and what training runs."""
 
 
 def render_crops(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -102,6 +100,7 @@ def car_colours(model_dir: Path) -> Any:
 CAR_COLOURS = ModelEntry(
     "car_colours", car_colours, (3, SIZE, SIZE), "classify",
     "car colour recognizer trained by the project on rendered cars (6 colours; trained on first use, ~15 s)",
+    crop_input,
 )
 
 MODELS: tuple[ModelEntry, ...] = (CAR_COLOURS,)
