@@ -37,6 +37,11 @@ class Settings(BaseSettings):
     kafka_driver: Literal["confluent", "kafka-python"] = "confluent"
     """Kafka client library: ``confluent`` (librdkafka) or ``kafka-python``."""
 
+    frame_encoding: Literal["auto", "jpeg"] = "auto"
+    """How ingest puts frames on the bus: ``auto`` — JPEG over Kafka, uncompressed on the in-process
+    bus of embedded mode (a decoder's YUV planes or BGR: nothing encoded by ingest and decoded by the
+    worker for nothing; JPEG for a frame larger than the bus's message limit); ``jpeg`` — always."""
+
     kafka_bootstrap: str = "127.0.0.1:19092"
     """Kafka bootstrap servers, ``host:port[,host:port]`` (the local dev broker listens on 19092)."""
 

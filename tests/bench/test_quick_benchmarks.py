@@ -18,7 +18,7 @@ SUMMARY_KEYS = {
     "scheduler": {"mean_devices_over_lower_bound", "mean_devices_over_optimal_small", "oblivious_over_squishy",
                   "plan_ms_1000_sessions"},
     "latency-split": {"min_gain", "max_gain"},
-    "ingest": {"decode_all_vs_ffmpeg", "sample_1fps_speedup_over_decode_all"},
+    "ingest": {"decode_all_vs_ffmpeg", "decode_all_vs_ffmpeg_jpeg", "sample_1fps_speedup_over_decode_all"},
     "runtimes": {"local_msgs_per_s", "faust_msgs_per_s", "local_over_faust", "faust_overhead_us_per_msg"},
     "weg": {"speedup_5_0.9", "acc_delta_5_0.9", "speedup_random", "acc_delta_random"},
     "peers": {"vnx_over_best_peer_tightest_slo", "vnx_over_triton", "vnx_over_ray"},

@@ -48,7 +48,31 @@ def test_file_at_2fps_gives_61_frames_in_order_with_pts():
     assert all(abs(f.frame_no / 12.5 - f.pts) < 1e-6 for f in frames)
     assert all(a.frame_no < b.frame_no for a, b in zip(frames, frames[1:])) and st.last_frame_no == frames[-1].frame_no
     assert all(abs(f.pts - k / 2) < 0.08 for k, f in enumerate(frames))
-    assert frames[0].width == 768 and frames[0].encoding == "jpeg"
+    # the in-process bus carries the decoder's planes as they are (nothing encoded or converted)
+    assert frames[0].width == 768 and frames[0].encoding == "i420" and len(frames[0].data) == 768 * 432 * 3 // 2
+
+
+def test_frames_on_the_in_process_bus_are_the_decoders_pixels_and_jpeg_over_kafka():
+    """Uncompressed on the in-process bus: the worker's image is what swscale gives for the decoded
+    frame (no JPEG loss); with ``uncompressed=False`` (Kafka, or VNX_FRAME_ENCODING=jpeg) a JPEG."""
+    import av
+
+    from vidnexus.streams.images import image_of
+
+    with av.open(CAR) as c:
+        ref = next(c.decode(video=0)).to_ndarray(format="bgr24").astype(np.int16)
+    spec = StreamSpec("car", CAR, fps=None, every_n=400, until_s=1.0)  # the first frame only
+    bus = MemoryBus()
+    assert StreamWorker(spec, bus, "f").run().published == 1
+    jpeg_bus = MemoryBus()
+    assert StreamWorker(spec, jpeg_bus, "f", uncompressed=False).run().published == 1
+    [raw], [jpg] = frames_of(bus), frames_of(jpeg_bus)
+    assert (raw.encoding, jpg.encoding) == ("i420", "jpeg") and len(jpg.data) < len(raw.data) / 5
+    exact, lossy = (np.abs(image_of(f).astype(np.int16) - ref) for f in (raw, jpg))
+    assert exact.shape == ref.shape and exact.mean() < 1.5 and exact.mean() < lossy.mean()
+    synthetic = MemoryBus()
+    StreamWorker(StreamSpec("s", "synthetic://hud?fps=5&seconds=1", every_n=1), synthetic, "f").run()
+    assert {f.encoding for f in frames_of(synthetic)} == {"raw"}  # rendered BGR, as rendered
 
 
 def test_keyframes_only_and_every_nth():

@@ -75,7 +75,9 @@ class Consumer(Protocol):
 
 @runtime_checkable
 class Bus(Protocol):
-    """Publish/subscribe over partitioned topics."""
+    """Publish/subscribe over partitioned topics. A bus whose publishers and consumers share one
+    process says so with a class attribute ``in_process = True`` (the memory bus): ingest then puts
+    frames on it uncompressed."""
 
     def create_topic(self, name: str, partitions: int = 4, *, compacted: bool = False) -> None:
         """Create ``name`` if it does not exist (idempotent)."""

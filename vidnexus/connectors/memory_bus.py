@@ -29,6 +29,9 @@ class _Group:
 class MemoryBus:
     """A Bus held in memory. ``max_message_bytes`` mirrors the broker's message size limit."""
 
+    in_process = True
+    """Publishers and consumers share this process: ingest puts frames on it uncompressed."""
+
     def __init__(self, *, default_partitions: int = 4, max_message_bytes: int = 8 * 1024 * 1024,
                  clock: Clock | None = None):
         self.clock = clock or MonotonicClock()

@@ -22,7 +22,10 @@ FRAME_VERSION = 2
 
 @dataclass(frozen=True)
 class Frame:
-    """One sampled frame. ``data`` is JPEG (default) or raw BGR bytes (``encoding='raw'``);
+    """One sampled frame. ``data`` is by ``encoding``: ``jpeg`` (over Kafka), or uncompressed on the
+    in-process bus (embedded mode, where a JPEG would be encoded and decoded for nothing): ``raw``
+    (BGR, H×W×3), ``i420`` (a video decoder's YUV 4:2:0 planes, Y then U then V, video range) or
+    ``j420`` (the same in full range); ``width`` and ``height`` are the image's (even for the planes);
     ``capture_ts`` and ``ingest_ts`` are wall-clock seconds; ``tags`` are the stream's tags, its
     apps (``apps``) and, for synthetic streams, the ground truth."""
 

@@ -36,7 +36,8 @@ class IngestRole:
         bus.create_topic(self.topic, partitions)
         self.registry = StreamRegistry(store)
         self.supervisor = IngestSupervisor(self.registry, bus, self.topic, shard=shard, shards=shards,
-                                           poll_s=poll_s, clock=self.clock, only=only, give_up_s=settings.give_up_s)
+                                           poll_s=poll_s, clock=self.clock, only=only, give_up_s=settings.give_up_s,
+                                           uncompressed=None if settings.frame_encoding == "auto" else False)
 
     def step(self) -> bool:
         """One round (see :meth:`IngestSupervisor.tick`); whether a stream is still being ingested."""

@@ -1,10 +1,15 @@
-"""Frame pixels: JPEG-encode what ingest publishes, decode what a chain reads.
+"""Frame pixels: encode what ingest publishes, decode what a chain reads.
 
-A decoded video frame stays in its decoder's YUV 4:2:0 planes (:class:`Planes`) up to the JPEG
-encoder, which takes them as they are (libjpeg-turbo through ``simplejpeg``): no conversion to BGR
-and back to YCbCr, no chroma subsampling again — on this box that is about 1.6× the frames per
-CPU-second of BGR + ``cv2.imencode`` (docs/benchmarks.md, ingest). Rendered (synthetic) frames are
-BGR arrays and go through OpenCV.
+Over Kafka a frame travels as JPEG. A decoded video frame stays in its decoder's YUV 4:2:0 planes
+(:class:`Planes`) up to the JPEG encoder, which takes them as they are (libjpeg-turbo through
+``simplejpeg``): no conversion to BGR and back to YCbCr, no chroma subsampling again — on this box
+that is about 1.6× the frames per CPU-second of BGR + ``cv2.imencode`` (docs/benchmarks.md,
+ingest). Rendered (synthetic) frames are BGR arrays and go through OpenCV.
+
+On the in-process bus (embedded mode) a JPEG would be encoded by ingest and decoded by the worker
+for nothing: frames travel uncompressed (:func:`frame_payload` with ``uncompressed=True``) — a
+decoder's planes as they came (``i420``/``j420``: no conversion at ingest at all), rendered frames
+as BGR (``raw``) — and the worker's :func:`image_of` converts the planes to BGR once.
 
 Example:
     >>> import numpy as np
@@ -23,7 +28,7 @@ from typing import Any
 from vidnexus.contracts.frames import Frame
 from vidnexus.errors import CodecError
 
-__all__ = ["jpeg_encode", "image_of", "Planes", "planes_of_frame", "encoded_size"]
+__all__ = ["jpeg_encode", "image_of", "Planes", "planes_of_frame", "encoded_size", "frame_payload"]
 
 
 def encoded_size(img: Any, max_side: int | None) -> tuple[int, int]:
@@ -40,8 +45,8 @@ def encoded_size(img: Any, max_side: int | None) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Planes:
-    """A frame as full-range (JPEG) YCbCr 4:2:0 planes (``y``: H×W, ``u`` = Cb and ``v`` = Cr:
-    H/2×W/2, uint8; even H and W).
+    """A frame as YCbCr 4:2:0 planes (``y``: H×W, ``u`` = Cb and ``v`` = Cr: H/2×W/2, uint8; even H
+    and W), in full (JPEG) range or, ``full_range=False``, a video decoder's range (Y 16–235).
 
     Example:
         >>> import numpy as np
@@ -57,6 +62,7 @@ class Planes:
     y: Any
     u: Any
     v: Any
+    full_range: bool = True
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -65,10 +71,39 @@ class Planes:
 
     def to_bgr(self) -> Any:
         import cv2
+        import numpy as np
 
         h, w = self.y.shape
+        if not self.full_range:  # BT.601 video range, as swscale converts a decoder's frames
+            return cv2.cvtColor(np.frombuffer(self.tobytes(), np.uint8).reshape(h * 3 // 2, w),
+                                cv2.COLOR_YUV2BGR_I420)
         cr, cb = (cv2.resize(p, (w, h), interpolation=cv2.INTER_LINEAR) for p in (self.v, self.u))
         return cv2.cvtColor(cv2.merge([self.y, cr, cb]), cv2.COLOR_YCrCb2BGR)
+
+    def tobytes(self) -> bytes:
+        """Y, then U, then V (the ``i420``/``j420`` frame encodings)."""
+        return b"".join((self.y.tobytes(), self.u.tobytes(), self.v.tobytes()))
+
+    @classmethod
+    def frombuffer(cls, data: bytes, width: int, height: int, full_range: bool) -> "Planes":
+        import numpy as np
+
+        if width % 2 or height % 2 or len(data) != width * height * 3 // 2:
+            raise ValueError(f"{len(data)} bytes are not {width}x{height} YUV 4:2:0 planes")
+        a = np.frombuffer(data, np.uint8)
+        q = (height // 2) * (width // 2)
+        y = a[: width * height].reshape(height, width)
+        return cls(y, a[width * height : width * height + q].reshape(height // 2, width // 2),
+                   a[width * height + q :].reshape(height // 2, width // 2), full_range)
+
+    def full(self) -> "Planes":
+        """In full range (video-range samples stretched with lookup tables, as swscale does)."""
+        if self.full_range:
+            return self
+        import cv2
+
+        ly, lc = _to_full_range_luts()
+        return Planes(cv2.LUT(self.y, ly), cv2.LUT(self.u, lc), cv2.LUT(self.v, lc), True)
 
     def resized(self, w: int, h: int) -> "Planes":
         """Scaled to ``w``×``h`` (both even), plane by plane."""
@@ -77,7 +112,7 @@ class Planes:
         def r(p: Any, size: tuple[int, int]) -> Any:
             return cv2.resize(p, size, interpolation=cv2.INTER_AREA)
 
-        return Planes(r(self.y, (w, h)), r(self.u, (w // 2, h // 2)), r(self.v, (w // 2, h // 2)))
+        return Planes(r(self.y, (w, h)), r(self.u, (w // 2, h // 2)), r(self.v, (w // 2, h // 2)), self.full_range)
 
 
 _FULL_RANGE = 2
@@ -97,22 +132,17 @@ def _to_full_range_luts() -> tuple[Any, Any]:
 
 
 def planes_of_frame(frame: Any) -> "Planes | None":
-    """The planes of a decoded ``av.VideoFrame`` in yuv420p or yuvj420p with even sides, in full
-    range (video-range samples are stretched with a lookup table), else None (the caller converts
-    the frame to BGR)."""
-    import cv2
-
+    """The planes of a decoded ``av.VideoFrame`` in yuv420p or yuvj420p with even sides, as they
+    are (video or full range: nothing converted here), else None (the caller converts the frame to
+    BGR)."""
     if frame.format.name not in ("yuv420p", "yuvj420p") or frame.width % 2 or frame.height % 2:
         return None
     a = frame.to_ndarray()  # (H·3/2, W): Y, then U and V, strides removed
     h, w = frame.height, frame.width
-    y, c = a[:h], a[h:]
-    if frame.format.name == "yuv420p" and getattr(frame, "color_range", 0) != _FULL_RANGE:
-        ly, lc = _to_full_range_luts()
-        y, c = cv2.LUT(y, ly), cv2.LUT(c, lc)  # two passes over contiguous memory
-    c = c.reshape(-1)
+    full = frame.format.name == "yuvj420p" or getattr(frame, "color_range", 0) == _FULL_RANGE
+    c = a[h:].reshape(-1)
     q = (h // 2) * (w // 2)
-    return Planes(y, c[:q].reshape(h // 2, w // 2), c[q:].reshape(h // 2, w // 2))
+    return Planes(a[:h], c[:q].reshape(h // 2, w // 2), c[q:].reshape(h // 2, w // 2), full)
 
 
 def jpeg_encode(img: Any, quality: int = 85, max_side: int | None = None) -> bytes:
@@ -126,6 +156,7 @@ def jpeg_encode(img: Any, quality: int = 85, max_side: int | None = None) -> byt
 
         if (h, w) != img.y.shape:
             img = img.resized(w, h)
+        img = img.full()  # JPEG's YCbCr is full range
         return bytes(simplejpeg.encode_jpeg_yuv_planes(img.y, img.u, img.v, quality=int(quality)))
 
     if (h, w) != img.shape[:2]:
@@ -136,13 +167,49 @@ def jpeg_encode(img: Any, quality: int = 85, max_side: int | None = None) -> byt
     return buf.tobytes()
 
 
+def frame_payload(img: Any, quality: int = 85, max_side: int | None = None,
+                  uncompressed: bool = False) -> tuple[str, bytes, int, int]:
+    """(encoding, data, width, height) of a frame for the bus: JPEG, or with ``uncompressed`` the
+    pixels as they are (planes: ``i420``/``j420``, a BGR array: ``raw``), downscaled the same way.
+
+    Example:
+        >>> import numpy as np
+        >>> p = Planes(np.full((4, 8), 16, np.uint8), np.full((2, 4), 128, np.uint8),
+        ...            np.full((2, 4), 128, np.uint8), full_range=False)
+        >>> enc, data, w, h = frame_payload(p, uncompressed=True); enc, len(data), w, h
+        ('i420', 48, 8, 4)
+        >>> image_of(Frame("cam", 0, 0.0, 0.0, 0.0, w, h, enc, data))[0, 0].tolist()   # video black
+        [0, 0, 0]
+    """
+    import cv2
+
+    w, h = encoded_size(img, max_side)
+    if not uncompressed:
+        return "jpeg", jpeg_encode(img, quality, max_side), w, h
+    if isinstance(img, Planes):
+        if (h, w) != img.y.shape:
+            img = img.resized(w, h)
+        return ("j420" if img.full_range else "i420"), img.tobytes(), w, h
+    if (h, w) != img.shape[:2]:
+        img = cv2.resize(img, (w, h), interpolation=cv2.INTER_AREA)
+    return "raw", img.tobytes(), w, h
+
+
 def image_of(f: Frame) -> Any:
     """The frame's pixels as a BGR numpy array."""
     import cv2
     import numpy as np
 
     if f.encoding == "raw":
+        if len(f.data) != f.width * f.height * 3:
+            raise CodecError(f"frame {f.stream_id}#{f.frame_no}: {len(f.data)} bytes are not a "
+                             f"{f.width}x{f.height} BGR image")
         return np.frombuffer(f.data, np.uint8).reshape(f.height, f.width, 3)
+    if f.encoding in ("i420", "j420"):
+        try:
+            return Planes.frombuffer(f.data, f.width, f.height, f.encoding == "j420").to_bgr()
+        except ValueError as e:
+            raise CodecError(f"frame {f.stream_id}#{f.frame_no}: {e}") from None
     if f.encoding == "jpeg":
         img = cv2.imdecode(np.frombuffer(f.data, np.uint8), cv2.IMREAD_COLOR)
         if img is None:

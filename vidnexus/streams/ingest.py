@@ -20,7 +20,7 @@ from vidnexus.connectors.bus import Bus
 from vidnexus.connectors.outage import Backoff
 from vidnexus.errors import ConnectorError, StreamError
 from vidnexus.contracts.frames import Frame, encode_frame
-from vidnexus.streams.images import encoded_size, jpeg_encode
+from vidnexus.streams.images import frame_payload
 from vidnexus.streams.media_verdicts import SourceKind, after_failure
 from vidnexus.streams.sampling import EveryNth, FpsSampler
 from vidnexus.streams.sources import open_source
@@ -69,8 +69,12 @@ class StreamWorker:
 
     def __init__(self, spec: StreamSpec, bus: Bus, topic: str, *, clock: Clock | None = None,
                  backoff: Backoff | None = None, stale_s: float = 2.0, open_timeout_s: float = 10.0,
-                 resume: StreamStatus | None = None) -> None:
+                 resume: StreamStatus | None = None, uncompressed: bool | None = None) -> None:
         self.spec, self.bus, self.topic = spec, bus, topic
+        # Uncompressed frames where the bus is in this process (embedded mode): a JPEG would be
+        # encoded here and decoded by the worker for nothing. Over Kafka, JPEG.
+        self.uncompressed = bool(getattr(bus, "in_process", False)) if uncompressed is None else uncompressed
+        self._max_bytes = int(getattr(bus, "max_message_bytes", 0) or 0)
         self.clock = clock or MonotonicClock()
         self.backoff = backoff or Backoff()
         self.stale_s = stale_s
@@ -201,9 +205,9 @@ class StreamWorker:
         if self._already_published(raw.index):
             return
         st.sampled += 1
-        img = raw.image
-        data = jpeg_encode(img, self.spec.jpeg_quality, self.spec.max_side)
-        w, h = encoded_size(img, self.spec.max_side)
+        encoding, data, w, h = frame_payload(raw.image, self.spec.jpeg_quality, self.spec.max_side, self.uncompressed)
+        if self._max_bytes and len(data) > self._max_bytes - 4096 and encoding != "jpeg":
+            encoding, data, w, h = frame_payload(raw.image, self.spec.jpeg_quality, self.spec.max_side)
         now = self.clock.wall()
         tags = {**self.spec.tags, **{k: str(v) for k, v in raw.truth.items()}}
         if self.spec.apps:
@@ -215,7 +219,7 @@ class StreamWorker:
         # every reconnect: their pts is wall-clock time since the stream was first ingested.
         frame_no = self._frame_no(raw.index, now)
         pts = raw.pts if not self.live else now - st.origin_wall
-        frame = Frame(self.spec.name, frame_no, pts, now, now, w, h, "jpeg", data, tags)
+        frame = Frame(self.spec.name, frame_no, pts, now, now, w, h, encoding, data, tags)
         value = encode_frame(frame)
         while True:
             try:

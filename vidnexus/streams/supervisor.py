@@ -31,7 +31,8 @@ class IngestSupervisor:
     def __init__(self, registry: StreamRegistry, bus: Bus, topic: str, *, shard: int = 0, shards: int = 1,
                  poll_s: float = 2.0, clock: Clock | None = None,
                  worker_factory: Callable[[StreamSpec, StreamStatus | None], StreamWorker] | None = None,
-                 only: Callable[[StreamSpec], bool] | None = None, give_up_s: float = DEFAULT_GIVE_UP_S) -> None:
+                 only: Callable[[StreamSpec], bool] | None = None, give_up_s: float = DEFAULT_GIVE_UP_S,
+                 uncompressed: bool | None = None) -> None:
         if not 0 <= shard < shards:
             raise ValueError(f"shard {shard} is not in 0..{shards - 1}")
         self.registry, self.bus, self.topic = registry, bus, topic
@@ -40,7 +41,7 @@ class IngestSupervisor:
         self.clock = clock or MonotonicClock()
 
         def make_worker(spec: StreamSpec, resume: StreamStatus | None = None) -> StreamWorker:
-            return StreamWorker(spec, bus, topic, clock=self.clock, resume=resume)
+            return StreamWorker(spec, bus, topic, clock=self.clock, resume=resume, uncompressed=uncompressed)
 
         self.make = worker_factory or make_worker
         self.workers: dict[str, tuple[StreamWorker, threading.Thread]] = {}
