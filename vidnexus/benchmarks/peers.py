@@ -4,12 +4,15 @@ One TorchScript file (MobileNetV3-small at 224 px, random weights: this measures
 recognition) is served by
 - ``vnx-inproc``: the vidnexus executor in the benchmark's process (SLO-driven batching, early drop);
 - ``vnx-kafka``: a ``vidnexus executor`` process behind the Kafka broker (requests and replies are
-  Kafka messages, 600 KB each way in);
+  Kafka messages; the model registered with ``--images rgb``);
 - ``triton``: PyTriton's dynamic batcher (``max_batch_size`` × ``max_queue_delay``), gRPC client;
 - ``ray-handle`` / ``ray-http``: Ray Serve ``@serve.batch`` (``max_batch_size`` × ``batch_wait_timeout_s``)
   through a DeploymentHandle and through Ray's HTTP proxy.
 
-Every server runs the model with the same number of torch threads (1: the load generator gets the
+Every system receives the same uint8 image (224×224×3, 150 KB) and converts it to the model's
+float32 tensor on the serving side (vidnexus on the executor's pre/post pool, overlapped with the
+device; the peers in their batch function). Every server runs the model with the same number of
+torch threads (1: the load generator gets the
 other core of a 2-core machine). Every system sees the same open-loop Poisson traces (same seeds).
 The peers run in their own interpreter (``peers_harness.py``, see ``scripts/peers-venv.sh``) and
 replay the traces the driver sends them. Goodput is the highest rate with ≥ 99% of requests answered
@@ -48,6 +51,19 @@ from vidnexus.sim.loadgen import Arrival, arrivals, merge
 __all__ = ["run", "peers_python"]
 
 SHAPE = (3, 224, 224)
+IMAGE = (224, 224, 3)
+"""What every system receives: one uint8 BGR image per request."""
+
+
+def _image() -> Any:
+    return np.random.default_rng(0).integers(0, 256, IMAGE, dtype=np.uint8)
+
+
+def _converter(name: str) -> Any:
+    """The executor's input conversion for the model, as a ``--images rgb`` registration gets it."""
+    from vidnexus.gpu_executor.preprocess import ImageInput, wire_input
+
+    return wire_input(name, SHAPE, ImageInput(SHAPE, "rgb"))
 HARNESS = Path(__file__).with_name("peers_harness.py")
 INSTALL_HINT = ("the peers (nvidia-pytriton, ray[serve]) are not installed: run `bash scripts/peers-venv.sh` "
                 "(a virtualenv from Debian's /usr/bin/python3, as PyTriton's bundled Python backend needs), "
@@ -219,12 +235,13 @@ def _vnx_inproc(runners: dict[str, Any], prof: Any, mix: Sequence[tuple[float, f
     from vidnexus.gpu_executor.backend import SessionSpec
     from vidnexus.gpu_executor.executor import Executor
 
-    x = np.random.default_rng(0).random(SHAPE, dtype=np.float32)
+    x = _image()
     names = list(runners)
 
     def replay(trace: Sequence[Arrival]) -> list[tuple[Arrival, Any]]:
         specs = [SessionSpec(f"s{k}", names[k], slo) for k, (_, slo) in enumerate(mix)]
-        ex = Executor(specs, runners, {n: prof for n in names}, workers=1).start()
+        ex = Executor(specs, runners, {n: prof for n in names}, workers=1,
+                      preprocess={n: _converter(n) for n in names}).start()
         try:
             return drive(trace, lambda a: ex.submit(f"s{a.session_id}", x))
         finally:
@@ -252,7 +269,8 @@ class KafkaExecutor:
             try:
                 repo.get(n)
             except Exception:
-                repo.register(ModelSpec(n, f"torchscript:{model}", SHAPE, description="vidnexus bench peers"))
+                repo.register(ModelSpec(n, f"torchscript:{model}", SHAPE, description="vidnexus bench peers",
+                                        images="rgb"))
         prefix = f"peers{uuid.uuid4().hex[:8]}"
         self.settings = Settings(bus="kafka", kafka_bootstrap=base.kafka_bootstrap, topic_prefix=prefix, data_dir=data)
         self.bus = open_bus(self.settings)  # a clear error now if no broker
@@ -289,7 +307,7 @@ class KafkaExecutor:
         from vidnexus.clock import wall_time
         from vidnexus.contracts.sessions import SessionKey
 
-        x = np.random.default_rng(0).random(SHAPE, dtype=np.float32)
+        x = _image()
         sids = [str(SessionKey(self.names[k], slo * 1000)) for k, (_, slo) in enumerate(mix)]
         slos = [slo for _, slo in mix]
 

@@ -167,6 +167,9 @@ def models_register(
     version: int = typer.Option(1, min=1, help="Version number."),
     weights: Optional[Path] = typer.Option(None, help="Local state_dict file with real weights."),
     prefix: Optional[str] = typer.Option(None, help="Declare a shared-prefix group (prefix batching)."),
+    images: Optional[str] = typer.Option(None, help=("Clients send uint8 images or JPEG frames: rgb, bgr or gray "
+                                                     "(the executor resizes them to --input and scales to [0, 1]); "
+                                                     "default: float tensors of --input.")),
     description: str = typer.Option("", help="Free text."),
     overwrite: bool = typer.Option(False, help="Replace an existing name+version."),
 ) -> None:
@@ -180,7 +183,7 @@ def models_register(
     if weights is not None and not weights.exists():
         raise VidnexusError(f"--weights {weights}: no such file")
     spec = ModelSpec(name, source, shape, task, version, str(weights) if weights else None, prefix,
-                     description=description)
+                     description=description, images=images)
     spec = _repo().register(spec, overwrite=overwrite)
     console.print(f"registered {spec.name} v{spec.version} ({spec.memory_bytes / 2**20:.1f} MiB of parameters)")
 

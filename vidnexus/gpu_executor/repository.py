@@ -4,7 +4,10 @@ The catalogue is the zoo's architectures (:mod:`vidnexus.gpu_executor.zoo`, rand
 entries the caller passes as ``extra``: the apps' models, which the layers above the executor collect
 with :func:`vidnexus.apps.model_catalog` (``ModelRepository(directory, extra=model_catalog())``).
 
-A registered model is a name, a version, a task, an input shape and a *source*:
+A registered model is a name, a version, a task, an input shape, what its clients send
+(``images``: ``rgb``/``bgr``/``gray`` — uint8 images or JPEG frames, which the executor resizes to the
+input shape and scales to [0, 1] on its CPU pool; none: float tensors of the input shape) and a
+*source*:
 
 - ``zoo:NAME`` — a catalogue model (random weights unless it is trained by its app, or ``weights``
   points to a local file);
@@ -52,8 +55,16 @@ class ModelSpec:
     memory_bytes: int = 0
     description: str = ""
     builtin: bool = field(default=False, compare=False)
+    images: str | None = None
 
     def __post_init__(self) -> None:
+        if self.images is not None:
+            want = {"rgb": 3, "bgr": 3, "gray": 1}.get(self.images)
+            if want is None:
+                raise ModelError(f"model {self.name}: images {self.images!r}: choose rgb, bgr or gray")
+            if len(self.input_shape) != 3 or self.input_shape[0] != want:
+                raise ModelError(f"model {self.name}: {self.images} images need an input shape "
+                                 f"{want}xHxW, not {'x'.join(map(str, self.input_shape))}")
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():
             raise ModelError(f"model name {self.name!r}: use letters, digits, '_' and '-'")
         if self.task not in TASKS:

@@ -69,7 +69,7 @@ def repository_inputs(settings: Settings) -> Callable[[str], Callable[[Any], Any
     for every model the repository knows; None for a model it does not know (an app's own loader,
     a test's fake model), whose requests reach the runner as they came."""
     from vidnexus.errors import ModelError
-    from vidnexus.gpu_executor.preprocess import wire_input
+    from vidnexus.gpu_executor.preprocess import ImageInput, wire_input
 
     repo = repository(settings)
 
@@ -79,7 +79,14 @@ def repository_inputs(settings: Settings) -> Callable[[str], Callable[[Any], Any
         except ModelError:
             return None
         entry = repo.catalog.get(model) if spec.builtin else None
-        return wire_input(model, spec.input_shape, entry.prepare if entry is not None else None)
+        if entry is not None:
+            prepare = entry.prepare
+        elif spec.images is not None:  # a registered model whose clients send images
+            c, h, w = spec.input_shape  # checked by ModelSpec: C×H×W
+            prepare = ImageInput((c, h, w), spec.images)  # type: ignore[arg-type]  # rgb/bgr/gray, checked
+        else:
+            prepare = None
+        return wire_input(model, spec.input_shape, prepare)
 
     return inputs
 

@@ -147,3 +147,31 @@ def test_a_bad_input_is_a_drop_for_that_request_only_the_rest_of_its_message_is_
                                                    (True, None)]
     assert replies[0].output == pytest.approx(1.0) and replies[1].output == 0.0
     assert seen and set(seen) == {(3, 8, 8)}  # the runner saw model-shaped tensors only
+
+
+def test_a_registered_model_whose_clients_send_images(tmp_path):
+    """``vidnexus models register … --images rgb``: the executor resizes and scales what clients send;
+    without it the model takes float tensors of its input shape only."""
+    import torch
+
+    from vidnexus.errors import ModelError
+    from vidnexus.gpu_executor.repository import ModelRepository, ModelSpec
+
+    path = tmp_path / "tiny.pt"
+    torch.jit.script(torch.nn.Sequential(torch.nn.Conv2d(3, 2, 3), torch.nn.AdaptiveAvgPool2d(1),
+                                         torch.nn.Flatten())).save(str(path))
+    settings = Settings(data_dir=tmp_path / "data")
+    repo = ModelRepository(settings.data_dir / "models")
+    repo.register(ModelSpec("tiny_img", f"torchscript:{path}", (3, 16, 16), images="rgb"))
+    repo.register(ModelSpec("tiny_tensor", f"torchscript:{path}", (3, 16, 16)))
+    inputs = repository_inputs(settings)
+    img = _image(40, 30)
+    x = inputs("tiny_img")(img)
+    want = cv2.resize(img, (16, 16), interpolation=cv2.INTER_AREA)[:, :, ::-1].transpose(2, 0, 1) / np.float32(255)
+    assert x.shape == (3, 16, 16) and np.array_equal(x, want.astype(np.float32))
+    with pytest.raises(ValueError, match="tiny_tensor takes a"):
+        inputs("tiny_tensor")(img)
+    with pytest.raises(ModelError, match="rgb images need an input shape 3xHxW"):
+        ModelSpec("bad", f"torchscript:{path}", (16, 16, 3), images="rgb")
+    with pytest.raises(ModelError, match="choose rgb, bgr or gray"):
+        ModelSpec("bad", f"torchscript:{path}", (3, 16, 16), images="yuv")
