@@ -62,6 +62,7 @@ def crops(n: int, seed: int = 1) -> list[np.ndarray]:
     out = []
     for i in range(n):
         img = cv2.imdecode(np.frombuffer(jpgs[i % len(jpgs)], np.uint8), cv2.IMREAD_COLOR)
+        assert img is not None
         x, y = int(rng.integers(0, FRAME_W - CROP_W)), int(rng.integers(0, FRAME_H - CROP_H))
         out.append(np.ascontiguousarray(img[y : y + CROP_H, x : x + CROP_W]))
     return out
@@ -116,7 +117,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     }
     runner([prep(kinds[next(iter(kinds))][0])] * BATCH)  # warm up: kernels for the batch size
     modes = ("serial", "overlapped", "device only")
-    results = []
+    results: list[dict[str, Any]] = []
     for kind, inputs in kinds.items():
         t0 = time.perf_counter()
         for x in inputs[:32]:

@@ -83,7 +83,7 @@ def repository_inputs(settings: Settings) -> Callable[[str], Callable[[Any], Any
             prepare = entry.prepare
         elif spec.images is not None:  # a registered model whose clients send images
             c, h, w = spec.input_shape  # checked by ModelSpec: C×H×W
-            prepare = ImageInput((c, h, w), spec.images)  # type: ignore[arg-type]  # rgb/bgr/gray, checked
+            prepare = ImageInput((c, h, w), spec.images)  # rgb, bgr or gray: checked by ModelSpec
         else:
             prepare = None
         return wire_input(model, spec.input_shape, prepare)
