@@ -214,8 +214,10 @@ def scheduler(
                           f"assignments {plan.assignments}, infeasible {list(plan.infeasible) or 'none'}",
                           markup=False)
         for a, sp in plan.splits.items():
+            held = f"reserved {sp.reserve_ms} ms" if sp.reserve_ms else "nothing reserved"
             err_console.print(f"scheduler: app {a}: " + (f"split {sp.budgets_ms} ms (even {sp.even_ms}), "
-                                                       f"γ {sp.gamma}, gain {sp.gain}" if sp.ok else sp.reason),
+                                                       f"γ {sp.gamma}, gain {sp.gain}, {held}"
+                                                       if sp.ok else sp.reason),
                               markup=False)
 
     role = SchedulerRole(cfg, bus=bus, config=SchedulerConfig(epoch_s=epoch, min_epoch_s=min_epoch, change=change,

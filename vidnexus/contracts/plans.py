@@ -41,6 +41,11 @@ class LatencySplit:
     gamma: dict[str, float] = field(default_factory=dict)
     gain: float | None = None
     """Throughput of this split over the even split (None: unbounded)."""
+    reserve_ms: dict[str, float] = field(default_factory=dict)
+    """What the split reserved outside the executor before dividing the SLO (ms): per stage its
+    bus round trip and the CPU steps after it, under ``frames`` the CPU steps before the first
+    stage and the rows' encoding (:class:`~vidnexus.contracts.reports.Overheads`). Absent in
+    an older scheduler's plan: nothing reserved."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +98,7 @@ def encode_plan(p: EpochPlan) -> bytes:
         "routing": p.routing, "infeasible": [list(x) for x in p.infeasible], "moved": p.moved,
         "devices": p.devices, "rates": p.rates, "executors": list(p.executors), "retired": list(p.retired),
         "splits": {a: {"ok": s.ok, "reason": s.reason, "budgets_ms": s.budgets_ms, "even_ms": s.even_ms,
-                       "gamma": s.gamma, "gain": s.gain} for a, s in p.splits.items()}})
+                       "gamma": s.gamma, "gain": s.gain, "reserve_ms": s.reserve_ms} for a, s in p.splits.items()}})
 
 
 def decode_plan(raw: bytes) -> EpochPlan:
@@ -104,7 +109,8 @@ def decode_plan(raw: bytes) -> EpochPlan:
                                        {str(k): float(v) for k, v in s.get("budgets_ms", {}).items()},
                                        {str(k): float(v) for k, v in s.get("even_ms", {}).items()},
                                        {str(k): float(v) for k, v in s.get("gamma", {}).items()},
-                                       None if s.get("gain") is None else float(s["gain"]))
+                                       None if s.get("gain") is None else float(s["gain"]),
+                                       {str(k): float(v) for k, v in s.get("reserve_ms", {}).items()})
                   for a, s in d.get("splits", {}).items()}
         return EpochPlan(
             int(d["generation"]), int(d["epoch"]), float(d["ts"]),

@@ -6,8 +6,10 @@ epoch's :class:`SchedulerState` too. Out comes the :class:`~vidnexus.contracts.p
 publish and the next state. Each epoch — ``epoch_s`` (default 30 s), earlier when a session's rate
 moves by more than ``change`` or the set of live executors changes, but never more often than
 ``min_epoch_s`` (:func:`due`) — runs query analysis (each app's latency split from its measured
-fan-out, Nexus §6.2), adds the split's sessions to the load, re-plans incrementally with squishy bin
-packing (Nexus §6.1, Algorithm 1), maps the nodes onto live executors and covers idle sessions.
+fan-out, Nexus §6.2, after reserving the bus hops and CPU steps its workers measured, kept from
+epoch to epoch while they move by less than ``reserve_slack_ms``), adds the split's sessions to
+the load, re-plans incrementally with squishy bin packing (Nexus §6.1, Algorithm 1), maps the
+nodes onto live executors and covers idle sessions.
 
 Example:
     >>> from vidnexus.contracts.profile import Profile
@@ -36,7 +38,7 @@ from vidnexus.contracts.sessions import SessionKey
 from vidnexus.contracts.stats import ExecutorStats
 from vidnexus.control.epochs import assign_devices, replan
 from vidnexus.control.plans import assign_executors, cover_idle_sessions, epoch_plan, loads_from_stats
-from vidnexus.control.query_analysis import analyze_merged, merge_reports
+from vidnexus.control.query_analysis import analyze_merged, merge_reports, reserves_of, settle_reserves
 from vidnexus.control.squishy import Plan, SessionLoad, plan
 
 __all__ = ["SchedulerConfig", "Observed", "SchedulerState", "alive", "due", "observe_stats", "observe_report",
@@ -58,6 +60,9 @@ class SchedulerConfig:
     retire_idle_s: float = 120.0
     split_step_s: float = 0.01
     """Latency-split granularity (ε): 10 ms steps, so stage SLOs do not churn between epochs."""
+    reserve_slack_ms: float = 5.0
+    """An app's measured reserves (bus hops, CPU steps) replace those of its last split only once
+    one of them moved by more than this, so a wobbling percentile does not move stage SLOs."""
 
     def __post_init__(self) -> None:
         if self.min_epoch_s > self.epoch_s:
@@ -106,6 +111,8 @@ class SchedulerState:
     packing: Plan | None = None
     last_rates: Mapping[str, float] = field(default_factory=dict)
     last_alive: frozenset[str] = frozenset()
+    last_reserves: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    """Per app, the reserves (ms per DNN node) its last split was made with."""
 
 
 def alive(now: float, seen: Observed, cfg: SchedulerConfig) -> list[str]:
@@ -134,13 +141,18 @@ def due(now: float, state: SchedulerState, seen: Observed, cfg: SchedulerConfig)
 
 
 def split_loads(now: float, seen: Observed, loads: list[SessionLoad], profiles: Mapping[str, Profile],
-                cfg: SchedulerConfig) -> tuple[list[SessionLoad], dict[str, LatencySplit]]:
+                cfg: SchedulerConfig, previous: Mapping[str, Mapping[str, float]] | None = None,
+                ) -> tuple[list[SessionLoad], dict[str, LatencySplit]]:
     """Query analysis: each app's split, and one session per (model, stage SLO) at the app's frame
     rate × the model's calls per frame, added to the executors' loads (their measured rate wins
-    when they already serve it)."""
+    when they already serve it). The split reserves what the app's workers measured outside the
+    executor, or ``previous[app]`` (the last split's reserves) while that stays within
+    ``cfg.reserve_slack_ms`` (:func:`~vidnexus.control.query_analysis.settle_reserves`)."""
     fresh = {k: v for k, v in seen.reports.items() if now - v[0] <= max(3 * cfg.stale, 15.0)}
     totals = merge_reports([r for _, r in fresh.values()])
-    splits = analyze_merged(totals, profiles, epsilon_s=cfg.split_step_s)
+    held = {a: settle_reserves(reserves_of(r), (previous or {}).get(a), cfg.reserve_slack_ms)
+            for a, r in totals.items()}
+    splits = analyze_merged(totals, profiles, epsilon_s=cfg.split_step_s, reserves=held)
     frame_rate: dict[str, float] = {}
     for key, (_, r) in fresh.items():
         frame_rate[r.app] = frame_rate.get(r.app, 0.0) + seen.report_rates.get(key, 0.0)
@@ -163,7 +175,7 @@ def plan_epoch(now: float, ts: float, seen: Observed, state: SchedulerState,
     """One epoch: the plan to publish (``ts``: wall-clock time for the document) and the next state."""
     live = alive(now, seen, cfg)
     loads, profiles = loads_from_stats([seen.stats[e][1] for e in live])
-    loads, splits = split_loads(now, seen, loads, profiles, cfg)
+    loads, splits = split_loads(now, seen, loads, profiles, cfg, state.last_reserves)
     prev = state.packing
     if prev is not None:
         prev = replace(prev, nodes=tuple(n for n in prev.nodes if n.device_id in live))
@@ -173,5 +185,7 @@ def plan_epoch(now: float, ts: float, seen: Observed, state: SchedulerState,
     doc = epoch_plan(packing, generation=state.generation, epoch=epoch, ts=ts, extra_infeasible=short,
                      rates={s.session_id: s.rate for s in loads}, splits=splits, executors=live)
     doc = cover_idle_sessions(doc, {e: seen.stats[e][1] for e in live}, cfg.retire_idle_s)
+    reserves = {**state.last_reserves, **{a: dict(sp.reserve_ms) for a, sp in splits.items() if sp.ok}}
     return doc, replace(state, epoch=epoch, last_epoch_at=now, packing=packing,
-                        last_rates={s.session_id: s.rate for s in loads}, last_alive=frozenset(live))
+                        last_rates={s.session_id: s.rate for s in loads}, last_alive=frozenset(live),
+                        last_reserves=reserves)

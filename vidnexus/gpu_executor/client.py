@@ -2,12 +2,17 @@
 
 A reply's ``latency_s`` is what the caller saw, from submit to reply, bus hops included (the
 executor's own figure is in its stats). The difference between the two, per session, is the round
-trip over the bus; :meth:`ExecutorClient.reply_reserve_s` is the reply's share of it (half its
-90th percentile over the last 256 answered requests), which callers take off their deadlines. A request given ``expires_wall`` that has no reply by then
-ends as a drop with reason ``timeout``, decided on the client's clock by its listener thread."""
+trip over the bus: :meth:`ExecutorClient.round_trip_s` is its 90th percentile over the session's
+last 256 answered requests (the model's, over all of its sessions on this client, until the
+session has 20: a session the worker just moved to starts from what the model's requests measured),
+and :meth:`ExecutorClient.reply_reserve_s` the reply's share of it (half), which callers take off
+their deadlines. Workers report the round trip per model for the latency split to reserve. A
+request given ``expires_wall`` that has no reply by then ends as a drop with reason ``timeout``,
+decided on the client's clock by its listener thread."""
 
 from __future__ import annotations
 
+import functools
 import heapq
 import logging
 import threading
@@ -27,8 +32,8 @@ from vidnexus.contracts.replies import Reply
 from vidnexus.contracts.requests import InferRequest, decode_reply, encode_request
 from vidnexus.contracts.sessions import SessionKey
 from vidnexus.contracts.topics import Topics
-from vidnexus.errors import CodecError, ConnectorError
-from vidnexus.gpu_executor.metrics import percentile
+from vidnexus.errors import CodecError, ConnectorError, VidnexusError
+from vidnexus.gpu_executor.metrics import recent_quantile
 
 __all__ = ["ExecutorClient", "hop_reserve"]
 
@@ -42,7 +47,12 @@ HOP_SAMPLES = 256
 """Answered requests per session whose bus round trip is kept (the newest)."""
 
 
-def hop_reserve(round_trips_s: "deque[float] | list[float]", q: float = 0.9, min_samples: int = 20) -> float:
+HOP_MIN_SAMPLES = 20
+"""Answered requests measured before a round trip is trusted (0 is reserved until then)."""
+
+
+def hop_reserve(round_trips_s: "deque[float] | list[float]", q: float = 0.9,
+                min_samples: int = HOP_MIN_SAMPLES) -> float:
     """Pure: the time to reserve for a reply's trip back: half the ``q``-quantile of the measured
     bus round trips (request and reply hops together), 0 until ``min_samples`` were measured.
 
@@ -52,9 +62,7 @@ def hop_reserve(round_trips_s: "deque[float] | list[float]", q: float = 0.9, min
         >>> hop_reserve([0.002] * 5)
         0.0
     """
-    if len(round_trips_s) < min_samples:
-        return 0.0
-    return max(0.0, percentile(list(round_trips_s), q) / 2)
+    return recent_quantile(round_trips_s, q, min_samples) / 2
 
 
 class ExecutorClient:
@@ -76,6 +84,7 @@ class ExecutorClient:
         self._futures: dict[str, tuple[list[Future[Reply]], float]] = {}  # request id → (one per input, sent)
         self._expiry: list[tuple[float, str]] = []  # heap of (expires_wall, request id)
         self._hops: dict[str, deque[float]] = {}  # session → bus round trips of answered requests
+        self._model_hops: dict[str, deque[float]] = {}  # model → the same, over all of its sessions
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._consumer = bus.subscribe([self.reply_topic], group=None, from_beginning=True)
@@ -122,11 +131,21 @@ class ExecutorClient:
         """Wall-clock time on this client's clock (what deadlines are set on)."""
         return self._clock.wall()
 
-    def reply_reserve_s(self, session_id: SessionKey | str) -> float:
-        """Seconds to take off a deadline for the reply's trip back from ``session_id``'s executor."""
+    def round_trip_s(self, session_id: SessionKey | str, q: float = 0.9) -> float:
+        """The ``q``-quantile of the bus round trip (request and reply hops, less the executor's
+        time) of ``session_id``'s recent requests, else of its model's (see the module
+        docstring); 0 until enough were answered."""
+        sid = str(session_id)
         with self._lock:
-            hops = self._hops.get(str(session_id))
-            return hop_reserve(hops) if hops else 0.0
+            hops = self._hops.get(sid)
+            if hops is None or len(hops) < HOP_MIN_SAMPLES:
+                hops = self._model_hops.get(_model_of(sid))
+            return recent_quantile(hops, q, HOP_MIN_SAMPLES) if hops else 0.0
+
+    def reply_reserve_s(self, session_id: SessionKey | str) -> float:
+        """Seconds to take off a deadline for the reply's trip back from ``session_id``'s executor:
+        half of :meth:`round_trip_s`."""
+        return self.round_trip_s(session_id) / 2
 
     def _forget(self, rid: str) -> None:
         """A caller gave up on a request (timeout): a late reply is then ignored."""
@@ -175,8 +194,9 @@ class ExecutorClient:
                     entry = self._futures.pop(rid, None)
                     served = [r.latency_s for r in reps if r.ok]
                     if entry is not None and served:  # the bus's share: the round trip less the executor's time
-                        hops = self._hops.setdefault(sid, deque(maxlen=HOP_SAMPLES))
-                        hops.append(max(0.0, now - entry[1] - max(served)))
+                        hop = max(0.0, now - entry[1] - max(served))
+                        self._hops.setdefault(sid, deque(maxlen=HOP_SAMPLES)).append(hop)
+                        self._model_hops.setdefault(_model_of(sid), deque(maxlen=HOP_SAMPLES)).append(hop)
                 if entry is None:
                     continue
                 futs, sent = entry
@@ -221,6 +241,15 @@ def _chunks(xs: Sequence[np.ndarray], max_bytes: int) -> list[list[np.ndarray]]:
         parts[-1].append(x)
         size += n
     return [p for p in parts if p]
+
+
+@functools.lru_cache(maxsize=1024)
+def _model_of(session_id: str) -> str:
+    """The model of a session's string form (the string itself when it is not one)."""
+    try:
+        return SessionKey.parse(session_id).model
+    except VidnexusError:
+        return session_id
 
 
 def _resolve(fut: Future[Reply], reply: Reply) -> None:

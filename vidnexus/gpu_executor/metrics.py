@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from prometheus_client import Counter as PCounter
     from prometheus_client import Gauge, Histogram
 
-__all__ = ["SessionMetrics", "ExecutorMetrics", "percentile"]
+__all__ = ["SessionMetrics", "ExecutorMetrics", "percentile", "recent_quantile", "RecentTimes"]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -25,6 +25,52 @@ def percentile(values: list[float], q: float) -> float:
     s = sorted(values)
     k = min(len(s) - 1, max(0, int(round(q * (len(s) - 1)))))
     return s[k]
+
+
+def recent_quantile(values: "deque[float] | list[float]", q: float = 0.9, min_samples: int = 20) -> float:
+    """Pure: the ``q``-quantile of ``values`` (a recent window of measured seconds), 0 until
+    ``min_samples`` were measured (a reserve taken from a handful of samples would be noise).
+
+    Example:
+        >>> recent_quantile([0.002] * 15 + [0.010] * 5)
+        0.01
+        >>> recent_quantile([0.002] * 5)
+        0.0
+    """
+    if len(values) < min_samples:
+        return 0.0
+    return max(0.0, percentile(list(values), q))
+
+
+class RecentTimes:
+    """The newest ``window`` durations (seconds) per key, and their quantile: how the worker keeps
+    what it measures fresh. Not thread-safe: one owner records and reads.
+
+    Example:
+        >>> t = RecentTimes(window=4)
+        >>> for s in (0.9, 0.1, 0.2, 0.3, 0.4):
+        ...     t.add("map", s)
+        >>> t.quantile("map", q=1.0, min_samples=4), t.quantile("other")
+        (0.4, 0.0)
+    """
+
+    def __init__(self, window: int = 256) -> None:
+        self.window = window
+        self._times: dict[str, deque[float]] = {}
+
+    def add(self, key: str, seconds: float) -> None:
+        d = self._times.get(key)
+        if d is None:
+            d = self._times[key] = deque(maxlen=self.window)
+        d.append(seconds)
+
+    def quantile(self, key: str, q: float = 0.9, min_samples: int = 20) -> float:
+        """:func:`recent_quantile` of ``key``'s window (0 for a key never measured)."""
+        d = self._times.get(key)
+        return recent_quantile(d, q, min_samples) if d is not None else 0.0
+
+    def keys(self) -> list[str]:
+        return list(self._times)
 
 
 @dataclass

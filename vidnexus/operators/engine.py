@@ -4,7 +4,11 @@
 :class:`FrameOutcome`: the rows for each table (identity columns first) and the frame's accounting
 (``ok``, ``partial``, ``dropped`` or ``error``, with drop reasons). Only the DNN calls differ between
 runtimes, behind :class:`InferBackend`. The engine also counts calls per DNN-graph edge, which is the
-fan-out the latency split needs.
+fan-out the latency split needs, and measures the app's CPU steps per frame after each DNN node
+until the next DNN stage or the sink (:meth:`ChainEngine.cpu_after_s`: the 90th percentile over
+the last 256 frames, the ``frames`` node standing for the steps before the first stage). The
+latency split reserves them (reported by the worker); and a stage's requests carry the frame's
+deadline less the CPU steps after that stage, since a reply arriving later could not make it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from vidnexus.operators.chain import App, Inferred, Model, Step
 from vidnexus.operators.frame_version import frame_version, version_sql
 from vidnexus.operators.windows import TumblingWindows
 from vidnexus.contracts.frames import Frame
+from vidnexus.gpu_executor.metrics import RecentTimes
 
 __all__ = ["InferBackend", "FrameOutcome", "ChainEngine", "FRAMES_TABLE", "StepError", "FanOut",
            "KeyedDispatcher", "wants", "app_schemas"]
@@ -65,7 +70,10 @@ def app_schemas(app: App) -> dict[str, TableSchema]:
 
 
 class InferBackend(Protocol):
-    """DNN calls: one reply per input, in order. Dropped requests are replies with a reason."""
+    """DNN calls: one reply per input, in order. Dropped requests are replies with a reason.
+
+    ``deadline_wall`` is the latest the replies are of use: the frame's end-to-end deadline less
+    the CPU steps measured after this stage until the next one (or the sink)."""
 
     async def infer(self, model: Model, inputs: Sequence[Any], deadline_wall: float) -> list[Reply]: ...
 
@@ -150,6 +158,9 @@ class ChainEngine:
         self._windows: dict[str, TumblingWindows] = {}
         self._errors_logged = 0
         self._has_dnn = bool(app.graph().models)
+        self.cpu_times = RecentTimes(CPU_SAMPLES)
+        """Per DNN node (``frames``: before the first stage), a frame's time in the CPU steps
+        after it until the next DNN stage or the sink."""
 
     async def run(self, frame: Frame) -> FrameOutcome:
         out = FrameOutcome(frame.stream_id, frame.frame_no, ingest_ts=frame.ingest_ts)
@@ -167,6 +178,8 @@ class ChainEngine:
             return out
         ctx = _Ctx(frame, out, deadline, Counter())
         items = await self._steps(self.steps, [_Item(frame)], ctx)
+        for node, spent in ctx.cpu.items():
+            self.cpu_times.add(node, spent)
         out.decided_wall = self.clock.wall()
         out.latency_ms = (out.decided_wall - frame.ingest_ts) * 1000  # ingest → outcome, bus hops included
         if out.reasons and any(r.startswith("error") for r in out.reasons):
@@ -174,6 +187,12 @@ class ChainEngine:
         elif out.reasons:
             out.status = "partial" if out.row_count() or items else "dropped"
         return out
+
+    def cpu_after_s(self, node: str) -> float:
+        """The 90th percentile of a frame's time in the CPU steps after DNN node ``node`` (a model,
+        or ``frames``) until the next DNN stage or the sink, over the last 256 frames that ran
+        them; 0 until 20 did."""
+        return self.cpu_times.quantile(node)
 
     def order_key(self, frame: Frame) -> str:
         """The dispatch key: the stream when order matters, else the frame (all run concurrently)."""
@@ -204,7 +223,9 @@ class ChainEngine:
             elif st.kind == "route":
                 items = await self._route(st, items, ctx)
             else:
+                t0, after = self.clock.now(), _after(items)
                 items = self._cpu(st, items, ctx)
+                ctx.spent(after, self.clock.now() - t0)
             items = self._bound(st, items, ctx)
         return items
 
@@ -258,6 +279,7 @@ class ChainEngine:
         raise StepError(f"unknown step {st.describe()}")
 
     async def _infer(self, st: Step, items: list[_Item], ctx: "_Ctx") -> list[_Item]:
+        t0, before = self.clock.now(), _after(items)  # input functions: CPU after the upstream node
         per_item: list[list[Any]] = []
         kept: list[_Item] = []
         for it in items:
@@ -283,12 +305,15 @@ class ChainEngine:
             keep = [i for i, (xs, t) in enumerate(zip(per_item, trimmed)) if t or not xs]
             kept, per_item = [kept[i] for i in keep], [trimmed[i] for i in keep]
         flat = [x for xs in per_item for x in xs]
+        ctx.spent(before, self.clock.now() - t0)
         if not flat:
             return [it for it, xs in zip(kept, per_item) if st.many and not xs]
         if ctx.frame is not None and self.clock.wall() >= ctx.deadline:  # the executor could only drop them
             ctx.out.reasons["late"] += sum(1 for xs in per_item if xs)
             return [it for it, xs in zip(kept, per_item) if st.many and not xs]
-        replies = await asyncio.gather(*(self.backend.infer(m, flat, ctx.deadline) for m in st.models))
+        replies = await asyncio.gather(*(self.backend.infer(m, flat, ctx.deadline - self.cpu_after_s(m.name))
+                                         for m in st.models))
+        t1 = self.clock.now()  # decoding and merging the replies: CPU after this stage
         for m, rs in zip(st.models, replies):
             self.fanout.ok[m.name] += sum(1 for r in rs if r.ok)
         out: list[_Item] = []
@@ -313,6 +338,7 @@ class ChainEngine:
                 self._error(ctx, st, f"{st.describe()} merge raised {type(e).__name__}: {e}")
                 continue
             out.append(_Item(value, upstream, it.ident))
+        ctx.spent(upstream, self.clock.now() - t1)
         return out
 
     async def _route(self, st: Step, items: list[_Item], ctx: "_Ctx") -> list[_Item]:
@@ -399,12 +425,29 @@ def _has_window(steps: Sequence[Step]) -> bool:
     return any(st.kind == "window" or any(_has_window(sub) for _, sub in st.branches) for st in steps)
 
 
+def _after(items: Sequence[_Item]) -> tuple[str, ...]:
+    """The DNN nodes the items come from (their CPU steps count after each)."""
+    return tuple({u: None for it in items for u in it.upstream})
+
+
+CPU_SAMPLES = 256
+"""Frames whose CPU time after each DNN node is kept (the newest)."""
+
+
 @dataclass
 class _Ctx:
     frame: Frame | None
     out: FrameOutcome
     deadline: float
     idx: Counter[tuple[str, str, int, int]]
+    cpu: dict[str, float] = field(default_factory=dict)
+    """Seconds in CPU steps after each DNN node, for this frame."""
+
+    def spent(self, nodes: Sequence[str], seconds: float) -> None:
+        if self.frame is None:  # a window flushed at the end of input: no frame's time
+            return
+        for n in nodes:
+            self.cpu[n] = self.cpu.get(n, 0.0) + seconds
 
 
 class KeyedDispatcher:

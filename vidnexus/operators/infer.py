@@ -2,8 +2,11 @@
 Kafka in distributed mode), ``<model>-<stage SLO>ms``.
 
 Each request carries its stage's deadline (:func:`stage_deadline`): the stage's budget from the
-latency split, counted from when the stage is issued and never past the frame's end-to-end
-deadline, less the reply's trip back as the client measured it. A stage that spent its budget is
+latency split — the executor's share, since the split reserved the bus hops and CPU steps apart —
+plus the session's bus round trip as the client measured it, counted from when the stage is
+issued, and never past the frame's end-to-end deadline less the CPU steps after the stage until
+the next one or the sink (the engine measures those); then less the reply's trip back (half the
+round trip), since the executor must answer that much earlier. A stage that spent its budget is
 dropped there by the executor (early drop), as in Nexus, instead of passing its overrun on to the
 next stage, which would then spend its own budget on a frame that can no longer make it."""
 
@@ -35,9 +38,11 @@ def session_of(model: str, slos: dict[str, float]) -> str:
 
 
 def stage_deadline(frame_deadline: float, issued: float, budget_s: float, reserve_s: float = 0.0) -> float:
-    """Pure: the deadline a stage's requests carry (wall-clock seconds): the stage's budget from
-    ``issued``, never past the frame's end-to-end deadline, less ``reserve_s`` for the reply's trip
-    back (the executor must answer that much earlier for the reply to arrive in time).
+    """Pure: the deadline a stage's requests carry (wall-clock seconds): ``budget_s`` from
+    ``issued``, never past ``frame_deadline``, less ``reserve_s`` for the reply's trip back (the
+    executor must answer that much earlier for the reply to arrive in time).
+    :class:`RemoteBackend` passes as ``budget_s`` the stage's budget plus the session's bus round
+    trip, and as ``frame_deadline`` the frame's deadline less the CPU steps after the stage.
 
     Example:
         >>> stage_deadline(frame_deadline=10.3, issued=10.0, budget_s=0.1)
@@ -55,14 +60,16 @@ class RemoteBackend:
         self.app, self.client, self.slos, self.grace_s = app, client, slos, grace_s
 
     async def infer(self, model: Model, inputs: Sequence[Any], deadline_wall: float) -> list[Reply]:
-        """``deadline_wall`` is the frame's; the requests carry their stage's (:func:`stage_deadline`),
-        all of them in one message (per 4 MB of inputs).
+        """``deadline_wall`` is the latest the replies are of use (the frame's deadline less the CPU
+        steps after this stage); the requests carry their stage's (:func:`stage_deadline`, see the
+        module docstring), all of them in one message (per 4 MB of inputs).
         Requests not answered by ``grace_s`` after the stage's deadline (no executor consumes the
         session, or one died holding them) end as drops with reason ``timeout``: the client gives
         up on them on its clock, so every future here ends."""
         sid = session_of(model.name, self.slos)
-        stage = stage_deadline(deadline_wall, self.client.wall(), self.slos[model.name] / 1000)
-        sent = stage - self.client.reply_reserve_s(sid)
+        trip = self.client.round_trip_s(sid)
+        stage = stage_deadline(deadline_wall, self.client.wall(), self.slos[model.name] / 1000 + trip)
+        sent = stage - trip / 2
         expires = stage + self.grace_s
         cfuts = self.client.submit_many(sid, list(inputs), deadline_wall=sent, expires_wall=expires)
         return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in cfuts)))

@@ -10,8 +10,11 @@ worker killed at any point loses no frame; frames in flight are processed again 
 count them once. A frame message that cannot be read goes to the frames dead-letter topic.
 
 Every ``report_every_s`` the worker publishes an :class:`~vidnexus.contracts.reports.AppReport`
-(the app's DNN graph and measured fan-out, for query analysis) and follows the scheduler's latency
-split for the app, unless stage SLOs were pinned (``split``).
+(the app's DNN graph, measured fan-out and overheads, for query analysis) and follows the
+scheduler's latency split for the app, unless stage SLOs were pinned (``split``). The overheads are
+the time its frames spend outside the executor, 90th percentiles over recent frames: each model's
+bus round trip (its executor client's), the CPU steps after each DNN node (the engine's) and the
+encoding of a frame's rows message (its own); the split reserves them before dividing the SLO.
 
 The same class runs over Kafka (``vidnexus worker``) and over the in-memory bus (embedded mode).
 """
@@ -33,14 +36,15 @@ from vidnexus.connectors.dead_letter import DeadLetters, dead_letter_headers
 from vidnexus.connectors.outage import Health, Outage
 from vidnexus.connectors.watchdog import GroupWatchdog
 from vidnexus.contracts.frames import Frame, decode_frame
-from vidnexus.contracts.reports import AppReport, encode_report
+from vidnexus.contracts.reports import AppReport, Overheads, encode_report
 from vidnexus.contracts.rows import encode_rows
 from vidnexus.contracts.topics import Topics
 from vidnexus.errors import CodecError, ConnectorError
 from vidnexus.gpu_executor.client import ExecutorClient
+from vidnexus.gpu_executor.metrics import RecentTimes
 from vidnexus.operators.chain import App, Step
 from vidnexus.operators.engine import ChainEngine, FrameOutcome, KeyedDispatcher, app_schemas, wants
-from vidnexus.operators.infer import RemoteBackend, stage_slos
+from vidnexus.operators.infer import RemoteBackend, session_of, stage_slos
 from vidnexus.roles.follow import PlanFollower
 
 __all__ = ["WorkerRole", "WorkerStats", "Out", "unknown_models"]
@@ -126,6 +130,8 @@ class WorkerRole:
         self.schemas = app_schemas(app)
         self.group = self.topics.group(f"app-{app.name}")
         self.stats = WorkerStats()
+        self.encode_times = RecentTimes()
+        """Seconds to encode each frame's rows message (key ``rows``)."""
         self._follower = None if self.pinned else PlanFollower(bus, self.topics, self.dead_letters)
         self._consumer: Consumer | None = None
         self._offsets = _Offsets()
@@ -157,7 +163,10 @@ class WorkerRole:
             return None
         outcome = await self.engine.run(frame)
         self.stats.add(outcome)
-        return Out(self.topics.rows, frame.stream_id.encode(), self.outcome_message(outcome))
+        t0 = self.clock.now()
+        value = self.outcome_message(outcome)
+        self.encode_times.add("rows", self.clock.now() - t0)
+        return Out(self.topics.rows, frame.stream_id.encode(), value)
 
     def health(self) -> Health:
         """The role's health, with its dead letters by source."""
@@ -169,10 +178,22 @@ class WorkerRole:
         return stream if self.engine.ordered else f"{stream}@{m.partition}:{m.offset}"
 
     # -- control plane -------------------------------------------------------------------------
+    def overheads(self) -> Overheads:
+        """What this worker measured outside the executor (see the module docstring), in ms."""
+        models = self.app.graph().models
+
+        def ms(values: Mapping[str, float]) -> dict[str, float]:
+            return {k: round(v * 1000, 3) for k, v in values.items() if v > 0}
+
+        slos = self.backend.slos
+        hops = ms({m: self.client.round_trip_s(session_of(m, slos)) for m in models if m in slos})
+        cpu = ms({n: self.engine.cpu_after_s(n) for n in ("frames", *models)})
+        return Overheads(hops, cpu, round(self.encode_times.quantile("rows") * 1000, 3))
+
     def report(self) -> AppReport:
         g = self.app.graph()
         return AppReport(self.app.name, self.id, self.app.slo_ms, tuple(g.models), tuple(g.edges),
-                         self.engine.fanout.snapshot(), self.clock.wall())
+                         self.engine.fanout.snapshot(), self.clock.wall(), self.overheads())
 
     def publish_report(self) -> None:
         try:

@@ -1,0 +1,35 @@
+"""The executor client measures each session's bus round trip (submit to reply, less the
+executor's own time) and falls back to the model's while a session is new."""
+
+import numpy as np
+import pytest
+
+from vidnexus.config import Settings
+from vidnexus.connectors.memory_bus import MemoryBus
+from vidnexus.contracts.replies import Reply
+from vidnexus.contracts.requests import decode_request, encode_reply
+from vidnexus.contracts.topics import Topics
+from vidnexus.gpu_executor.client import ExecutorClient
+from vidnexus.testing import FakeClock
+
+
+def test_round_trips_per_session_then_per_model():
+    settings, clock, bus = Settings(bus="memory", topic_prefix="rt"), FakeClock(), MemoryBus()
+    topics = Topics("rt")
+    client = ExecutorClient(bus, settings, "c", clock=clock)
+    reqs = bus.subscribe([topics.requests("m-100ms")], group=None, from_beginning=True)
+    try:
+        futs = [client.submit("m-100ms", np.zeros(2, np.float32), slo_s=1.0) for _ in range(25)]
+        clock.advance(0.010)   # 10 ms from submit to reply, 4 ms of it in the executor
+        ids = [decode_request(m.value).request_id for m in reqs.poll(timeout_s=1.0)]
+        assert len(ids) == 25
+        assert client.round_trip_s("m-100ms") == 0.0   # nothing measured yet: nothing reserved
+        for rid in ids:
+            bus.publish(client.reply_topic, rid.encode(), encode_reply(rid, "m-100ms", [Reply(True, 1.0, latency_s=0.004)]))
+        assert all(f.result(timeout=5).ok for f in futs)
+        assert client.round_trip_s("m-100ms") == pytest.approx(0.006)
+        assert client.reply_reserve_s("m-100ms") == pytest.approx(0.003)
+        assert client.round_trip_s("m-80ms") == pytest.approx(0.006)   # a new session of m: the model's
+        assert client.round_trip_s("other-100ms") == 0.0
+    finally:
+        client.close()
