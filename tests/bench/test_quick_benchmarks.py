@@ -57,4 +57,4 @@ def test_quick_run_writes_the_json(name, tmp_path):
             assert v > 0, (k, v)
     if name == "preprocess":  # what travels is smaller than the tensor the executor makes of it
         assert doc["summary"]["frame_wire_over_float32"] < 0.25 and doc["summary"]["crop_wire_over_float32"] < 0.5
-        assert {r["mode"] for r in doc["results"]} == {"serial", "overlapped", "device only"}
+        assert {r["mode"] for r in doc["results"]} == {"serial", "overlapped", "overlapped (caller)", "device only"}

@@ -60,7 +60,7 @@ def frame_input(model: str) -> Callable[[Any], Any]:
         raise ConfigError(f"zoo model {model} has no input conversion for whole frames")
 
     def wire(f: Any) -> Any:
-        return Jpeg(f.data) if f.encoding == "jpeg" else image_of(f)
+        return Jpeg(bytes(f.data)) if f.encoding == "jpeg" else image_of(f)
 
     return wire
 

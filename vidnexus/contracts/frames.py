@@ -37,7 +37,7 @@ class Frame:
     width: int
     height: int
     encoding: str
-    data: bytes
+    data: bytes | memoryview  # a memoryview only on its way into encode_frame (ingest, no copy)
     tags: dict[str, str] = field(default_factory=dict)
 
     def __hash__(self) -> int:

@@ -23,7 +23,7 @@ import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
 
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.contracts.replies import DropReason, Reply
@@ -67,6 +67,9 @@ class Executor:
         clock: time source (tests pass a FakeClock): deadlines, latencies, and every wait of the
             device loop and of :meth:`stop`, so on a FakeClock nothing here sleeps.
         workers: size of the pre/post-processing pool.
+        preprocess_on: where ``preprocess`` runs — ``pool`` (the pre/post pool) or ``caller`` (the
+            thread that calls :meth:`submit`, e.g. the service's consumer: no hand-off per request).
+            Either way it overlaps the device thread.
     """
 
     def __init__(
@@ -82,6 +85,7 @@ class Executor:
         metrics: ExecutorMetrics | None = None,
         prefix_groups: Mapping[str, str] | None = None,
         group_runners: Mapping[str, GroupRunner] | None = None,
+        preprocess_on: Literal["pool", "caller"] = "pool",
     ) -> None:
         groups = dict(prefix_groups or {})
         group_runners = dict(group_runners or {})
@@ -95,6 +99,7 @@ class Executor:
         self.runners = dict(runners)
         self.group_runners = group_runners
         self.preprocess = dict(preprocess or {})
+        self.preprocess_on = preprocess_on
         self.clock = clock or MonotonicClock()
         self.metrics = metrics or ExecutorMetrics()
         self._specs = {s.session_id: s for s in sessions}
@@ -160,6 +165,8 @@ class Executor:
         if pre is None:
             p.input = payload
             self._enqueue(rid, p)
+        elif self.preprocess_on == "caller":
+            self._prepare(rid, p, pre, payload)
         else:
             self._pool.submit(self._prepare, rid, p, pre, payload)
         return fut

@@ -63,13 +63,9 @@ class ImageInput:
             img = cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
         if img.shape[:2] != (h, w):
             img = cv2.resize(img, (w, h), interpolation=cv2.INTER_AREA)
-        if img.ndim == 2:
-            out = img[None, :, :].astype(np.float32)
-        else:
-            if self.color == "rgb":
-                img = img[:, :, ::-1]
-            out = img.transpose(2, 0, 1).astype(np.float32)
-        out /= np.float32(255)
+        # Channel swap, C×H×W and the scaling in one OpenCV call, which releases the GIL: numpy
+        # here would hold it, and the device thread (torch) would queue behind this one.
+        out: np.ndarray = cv2.dnn.blobFromImage(img, 1 / 255, swapRB=self.color == "rgb")[0]
         if out.shape != (c, h, w):
             raise ValueError(f"image input gives {out.shape}, the model takes {self.shape}")
         return out

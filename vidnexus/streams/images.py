@@ -22,7 +22,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from vidnexus.contracts.frames import Frame
@@ -63,6 +63,9 @@ class Planes:
     u: Any
     v: Any
     full_range: bool = True
+    buf: Any = field(default=None, compare=False, repr=False)
+    """The decoder's one contiguous buffer (Y, U, V) the planes are views of, when they are: the
+    in-process bus takes it without a copy."""
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -85,7 +88,7 @@ class Planes:
         return b"".join((self.y.tobytes(), self.u.tobytes(), self.v.tobytes()))
 
     @classmethod
-    def frombuffer(cls, data: bytes, width: int, height: int, full_range: bool) -> "Planes":
+    def frombuffer(cls, data: bytes | memoryview, width: int, height: int, full_range: bool) -> "Planes":
         import numpy as np
 
         if width % 2 or height % 2 or len(data) != width * height * 3 // 2:
@@ -142,7 +145,7 @@ def planes_of_frame(frame: Any) -> "Planes | None":
     full = frame.format.name == "yuvj420p" or getattr(frame, "color_range", 0) == _FULL_RANGE
     c = a[h:].reshape(-1)
     q = (h // 2) * (w // 2)
-    return Planes(a[:h], c[:q].reshape(h // 2, w // 2), c[q:].reshape(h // 2, w // 2), full)
+    return Planes(a[:h], c[:q].reshape(h // 2, w // 2), c[q:].reshape(h // 2, w // 2), full, a)
 
 
 def jpeg_encode(img: Any, quality: int = 85, max_side: int | None = None) -> bytes:
@@ -168,9 +171,11 @@ def jpeg_encode(img: Any, quality: int = 85, max_side: int | None = None) -> byt
 
 
 def frame_payload(img: Any, quality: int = 85, max_side: int | None = None,
-                  uncompressed: bool = False) -> tuple[str, bytes, int, int]:
+                  uncompressed: bool = False) -> tuple[str, bytes | memoryview, int, int]:
     """(encoding, data, width, height) of a frame for the bus: JPEG, or with ``uncompressed`` the
     pixels as they are (planes: ``i420``/``j420``, a BGR array: ``raw``), downscaled the same way.
+    Uncompressed pixels that need no resizing come as a view of the decoder's buffer (the frame's
+    encoder copies them once, into the message).
 
     Example:
         >>> import numpy as np
@@ -187,12 +192,13 @@ def frame_payload(img: Any, quality: int = 85, max_side: int | None = None,
     if not uncompressed:
         return "jpeg", jpeg_encode(img, quality, max_side), w, h
     if isinstance(img, Planes):
+        enc = "j420" if img.full_range else "i420"
         if (h, w) != img.y.shape:
-            img = img.resized(w, h)
-        return ("j420" if img.full_range else "i420"), img.tobytes(), w, h
+            return enc, img.resized(w, h).tobytes(), w, h
+        return enc, (img.buf.data.cast("B") if img.buf is not None else img.tobytes()), w, h
     if (h, w) != img.shape[:2]:
         img = cv2.resize(img, (w, h), interpolation=cv2.INTER_AREA)
-    return "raw", img.tobytes(), w, h
+    return "raw", (img.data.cast("B") if img.flags.c_contiguous else img.tobytes()), w, h
 
 
 def image_of(f: Frame) -> Any:

@@ -30,24 +30,25 @@ def _image(h: int, w: int) -> np.ndarray:
 
 def test_the_apps_models_get_the_tensors_their_workers_used_to_build():
     """The conversions that moved from the workers to the executor give the same float32 values
-    (the formulas below are the workers' before the move)."""
+    (the formulas below are the workers' before the move; within float32 rounding: OpenCV scales by
+    1/255 where numpy divided by 255)."""
     from vidnexus.apps.dance.models import DANCE_POSE, figure_crop
     from vidnexus.apps.game.models import COMPACT_MODEL, MODELS as GAME_MODELS
     from vidnexus.apps.traffic.models import CAR_COLOURS
 
     crop = _image(37, 71)
     old = (cv2.resize(crop, (32, 32), interpolation=cv2.INTER_AREA).astype(np.float32) / 255.0).transpose(2, 0, 1)
-    assert np.array_equal(CAR_COLOURS.prepare(crop), old)
+    assert np.allclose(CAR_COLOURS.prepare(crop), old, rtol=0, atol=1e-6)
 
     frame = np.zeros((180, 320, 3), np.uint8)
     frame[40:160, 100:140] = 200
     fig, _ = figure_crop(frame)
     assert fig.dtype == np.uint8 and fig.shape == (64, 64, 3)
-    assert np.array_equal(DANCE_POSE.prepare(fig), fig.astype(np.float32).transpose(2, 0, 1) / 255.0)
+    assert np.allclose(DANCE_POSE.prepare(fig), fig.astype(np.float32).transpose(2, 0, 1) / 255.0, rtol=0, atol=1e-6)
 
     icon = _image(32, 32)
     compact = next(e for e in GAME_MODELS if e.name == COMPACT_MODEL)
-    assert np.array_equal(compact.prepare(icon), icon.transpose(2, 0, 1).astype(np.float32) / 255.0)
+    assert np.allclose(compact.prepare(icon), icon.transpose(2, 0, 1).astype(np.float32) / 255.0, rtol=0, atol=1e-6)
 
 
 def test_a_zoo_model_takes_a_frames_jpeg_as_it_came_from_ingest():
@@ -65,7 +66,7 @@ def test_a_zoo_model_takes_a_frames_jpeg_as_it_came_from_ingest():
     decoded = cv2.imdecode(jpg, cv2.IMREAD_COLOR)
     small = cv2.resize(decoded, (320, 320), interpolation=cv2.INTER_AREA)
     assert x.shape == (3, 320, 320) and x.dtype == np.float32
-    assert np.array_equal(x, small[:, :, ::-1].transpose(2, 0, 1).astype(np.float32) / 255.0)
+    assert np.allclose(x, small[:, :, ::-1].transpose(2, 0, 1).astype(np.float32) / 255.0, rtol=0, atol=1e-6)
     assert len(jpg) < x.nbytes / 10  # the request is a tenth of the tensor's size, or less
 
 
@@ -168,7 +169,7 @@ def test_a_registered_model_whose_clients_send_images(tmp_path):
     img = _image(40, 30)
     x = inputs("tiny_img")(img)
     want = cv2.resize(img, (16, 16), interpolation=cv2.INTER_AREA)[:, :, ::-1].transpose(2, 0, 1) / np.float32(255)
-    assert x.shape == (3, 16, 16) and np.array_equal(x, want.astype(np.float32))
+    assert x.shape == (3, 16, 16) and np.allclose(x, want.astype(np.float32), rtol=0, atol=1e-6)
     with pytest.raises(ValueError, match="tiny_tensor takes a"):
         inputs("tiny_tensor")(img)
     with pytest.raises(ModelError, match="rgb images need an input shape 3xHxW"):
