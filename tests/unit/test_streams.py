@@ -19,6 +19,12 @@ from vidnexus.testing import FakeClock
 from .streams.media import CAR, frames_of, hls, http_server
 
 
+def kept_bus(**kw) -> MemoryBus:
+    """These tests read a stream's frames after it ran, with no reader while it ran: a bus that keeps
+    them (the default lets go of what no live reader needs, beyond 4 MiB a partition)."""
+    return MemoryBus(retain_bytes=1 << 40, **kw)
+
+
 def test_probe_real_file():
     info = probe(CAR)
     assert (info.codec, info.width, info.height, round(info.fps, 2)) == ("h264", 768, 432, 12.5)
@@ -38,7 +44,7 @@ def test_live_detection():
 
 
 def test_file_at_2fps_gives_61_frames_in_order_with_pts():
-    bus = MemoryBus()
+    bus = kept_bus()
     w = StreamWorker(StreamSpec("car", CAR, fps=2.0), bus, "f")
     st = w.run()
     assert st.state == "done" and st.decoded == 377
@@ -62,21 +68,21 @@ def test_frames_on_the_in_process_bus_are_the_decoders_pixels_and_jpeg_over_kafk
     with av.open(CAR) as c:
         ref = next(c.decode(video=0)).to_ndarray(format="bgr24").astype(np.int16)
     spec = StreamSpec("car", CAR, fps=None, every_n=400, until_s=1.0)  # the first frame only
-    bus = MemoryBus()
+    bus = kept_bus()
     assert StreamWorker(spec, bus, "f").run().published == 1
-    jpeg_bus = MemoryBus()
+    jpeg_bus = kept_bus()
     assert StreamWorker(spec, jpeg_bus, "f", uncompressed=False).run().published == 1
     [raw], [jpg] = frames_of(bus), frames_of(jpeg_bus)
     assert (raw.encoding, jpg.encoding) == ("i420", "jpeg") and len(jpg.data) < len(raw.data) / 5
     exact, lossy = (np.abs(image_of(f).astype(np.int16) - ref) for f in (raw, jpg))
     assert exact.shape == ref.shape and exact.mean() < 1.5 and exact.mean() < lossy.mean()
-    synthetic = MemoryBus()
+    synthetic = kept_bus()
     StreamWorker(StreamSpec("s", "synthetic://hud?fps=5&seconds=1", every_n=1), synthetic, "f").run()
     assert {f.encoding for f in frames_of(synthetic)} == {"raw"}  # rendered BGR, as rendered
 
 
 def test_keyframes_only_and_every_nth():
-    bus = MemoryBus()
+    bus = kept_bus()
     kf = StreamWorker(StreamSpec("k", CAR, fps=None, keyframes_only=True), bus, "k").run()
     assert 0 < kf.published < 40
     nth = StreamWorker(StreamSpec("n", "synthetic://hud?fps=10&seconds=2", fps=None, every_n=5), bus, "n").run()
@@ -88,7 +94,7 @@ def test_bad_files_fail_alone(tmp_path):
     junk.write_bytes(np.random.default_rng(0).bytes(50_000))
     trunc = tmp_path / "trunc.mp4"
     trunc.write_bytes(open(CAR, "rb").read()[: 400_000])
-    bus = MemoryBus()
+    bus = kept_bus()
     st_junk = StreamWorker(StreamSpec("junk", str(junk), fps=2.0), bus, "f").run()
     assert st_junk.state == "failed" and "junk.mp4" in st_junk.reason
     st_trunc = StreamWorker(StreamSpec("trunc", str(trunc), fps=2.0), bus, "f").run()
@@ -97,7 +103,7 @@ def test_bad_files_fail_alone(tmp_path):
 
 
 def test_oversized_frames_are_rejected_not_truncated(caplog):
-    bus = MemoryBus(max_message_bytes=100_000)  # at quality 100 the frames are 51-114 KB
+    bus = kept_bus(max_message_bytes=100_000)  # at quality 100 the frames are 51-114 KB
     with caplog.at_level("ERROR", logger="vidnexus.streams.ingest"):
         st = StreamWorker(StreamSpec("big", CAR, fps=0.5, jpeg_quality=100), bus, "f").run()
     assert st.state == "done" and st.rejected > 0 and st.published > 0 and st.published + st.rejected == st.sampled
@@ -107,7 +113,7 @@ def test_oversized_frames_are_rejected_not_truncated(caplog):
 
 
 def test_a_stream_whose_every_frame_is_rejected_fails():
-    bus = MemoryBus(max_message_bytes=2_000)
+    bus = kept_bus(max_message_bytes=2_000)
     st = StreamWorker(StreamSpec("big", "synthetic://hud?fps=5&seconds=1", every_n=1), bus, "f").run()
     assert (st.state, st.published, st.rejected) == ("failed", 0, 5)
     assert "all 5 sampled frames were rejected" in st.reason
@@ -117,9 +123,9 @@ def test_http_file_plays_once_and_live_hls_stays_live(tmp_path):
     hls(tmp_path / "vod", live=False)
     hls(tmp_path / "live", live=True)
     with http_server(tmp_path) as base:
-        vod = StreamWorker(StreamSpec("vod", f"{base}/vod/index.m3u8", every_n=1), MemoryBus(), "f")
+        vod = StreamWorker(StreamSpec("vod", f"{base}/vod/index.m3u8", every_n=1), kept_bus(), "f")
         assert vod.run().state == "done" and vod.kind == "playlist" and vod.status.published == 75
-        live = StreamWorker(StreamSpec("live", f"{base}/live/index.m3u8", every_n=1), MemoryBus(), "f",
+        live = StreamWorker(StreamSpec("live", f"{base}/live/index.m3u8", every_n=1), kept_bus(), "f",
                             open_timeout_s=2.0)
         t = threading.Thread(target=live.run, daemon=True)
         t.start()
@@ -132,7 +138,7 @@ def test_http_file_plays_once_and_live_hls_stays_live(tmp_path):
 
 
 def test_live_source_reconnects_with_backoff():
-    bus = MemoryBus()
+    bus = kept_bus()
     w = StreamWorker(StreamSpec("cam", "rtsp://127.0.0.1:1/none", fps=1.0), bus, "f",
                      backoff=Backoff(initial_s=0.01, max_s=0.05), open_timeout_s=0.5)
     t = threading.Thread(target=w.run, daemon=True)
@@ -168,7 +174,7 @@ def test_registry_and_supervisor_follow_changes(store):
     reg.pause("b")
     assert {r.spec.name: r.state for r in reg.list()} == {"a": "enabled", "b": "paused"}
     assert reg.get("a").spec.tags == {"site": "x"} and reg.get("a").probe["width"] == 320
-    bus = MemoryBus()
+    bus = kept_bus()
     sup = IngestSupervisor(reg, bus, "f", poll_s=0.05)
     sup.run(once=True)
     assert {s.name: s.state for s in sup.statuses()} == {"a": "done"}
@@ -186,20 +192,20 @@ def test_registry_and_supervisor_follow_changes(store):
 
 def test_a_restarted_file_ingest_continues_after_its_last_published_frame():
     spec = StreamSpec("car", CAR, fps=2.0)
-    full = MemoryBus()
+    full = kept_bus()
     StreamWorker(spec, full, "f").run()
     first = frames_of(full)
     # a process that published 30 frames and crashed: its last report is what the next one continues
     crashed = StreamStatus("car", state="running", sampled=30, published=30, spec_key=spec.key,
                            last_frame_no=first[29].frame_no, origin_wall=123.0)
-    bus = MemoryBus()
+    bus = kept_bus()
     st = StreamWorker(spec, bus, "f", resume=crashed).run()
     rest = frames_of(bus)
     assert [f.frame_no for f in rest] == [f.frame_no for f in first[30:]]  # no duplicate, no gap
     assert [f.pts for f in rest] == [f.pts for f in first[30:]] and [f.data for f in rest] == [f.data for f in first[30:]]
     assert (st.state, st.published, st.sampled, st.decoded, st.origin_wall) == ("done", 61, 61, 377, 123.0)
     # another registration's status (another key) is not continued
-    other = StreamWorker(StreamSpec("car", CAR, fps=1.0), MemoryBus(), "f", resume=crashed)
+    other = StreamWorker(StreamSpec("car", CAR, fps=1.0), kept_bus(), "f", resume=crashed)
     assert other.status.published == 0 and other.status.last_frame_no == -1
 
 
@@ -211,7 +217,7 @@ def test_live_frame_numbers_never_repeat_after_a_restart(tmp_path):
         # the previous process numbered frames up to a point past this clock's wall time (clocks differ)
         prev = StreamStatus("live", state="running", published=7, spec_key=spec.key,
                             last_frame_no=6_000_000_000, origin_wall=4_000.0)
-        w = StreamWorker(spec, bus := MemoryBus(), "f", open_timeout_s=2.0, resume=prev, clock=clock)
+        w = StreamWorker(spec, bus := kept_bus(), "f", open_timeout_s=2.0, resume=prev, clock=clock)
         t = threading.Thread(target=w.run, daemon=True)
         t.start()
         deadline = time.monotonic() + 10
@@ -229,17 +235,17 @@ def test_live_frame_numbers_never_repeat_after_a_restart(tmp_path):
 def test_a_restarted_supervisor_does_not_ingest_a_finished_file_again(store):
     reg = StreamRegistry(store)
     reg.add(StreamSpec("a", "synthetic://hud?fps=10&seconds=2&seed=1", fps=5.0))
-    bus = MemoryBus()
+    bus = kept_bus()
     IngestSupervisor(reg, bus, "f", poll_s=0.05).run(once=True)
     assert len(frames_of(bus)) == 10
-    again = MemoryBus()
+    again = kept_bus()
     sup = IngestSupervisor(reg, again, "f", poll_s=0.05)
     sup.run(once=True)
     assert frames_of(again) == [] and {s.name: (s.state, s.published) for s in sup.statuses()} == {"a": ("done", 10)}
     # registering it anew is a new registration: ingested again, same frames, same numbers
     reg.add(StreamSpec("a", "synthetic://hud?fps=10&seconds=2&seed=1", fps=5.0), overwrite=True)
     assert reg.status("a") is None
-    anew = MemoryBus()
+    anew = kept_bus()
     IngestSupervisor(reg, anew, "f", poll_s=0.05).run(once=True)
     assert [f.frame_no for f in frames_of(anew)] == [f.frame_no for f in frames_of(bus)]
 

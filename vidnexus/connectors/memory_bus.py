@@ -3,6 +3,15 @@
 Used by embedded mode and by unit tests; thread-safe. Message timestamps and poll timeouts come from
 the injected clock: on a :class:`~vidnexus.testing.FakeClock` an empty poll blocks until a message
 arrives, the consumer is woken or closed, or the test moves the clock past its timeout.
+
+Retention: a partition keeps its most recent ``retain_bytes`` and, beyond them, only what a live
+reader still needs — a record goes once every group with a member subscribed to its topic has
+committed past it and every group-less consumer of the topic has read it. A group with no member
+for the moment (a role resubscribing) keeps holding from its committed offsets until the
+partition reaches ``dormant_bytes``; past that it holds nothing (a role gone for good). Memory is then bounded by
+the readers' real backlog, not by how long the process has run (an embedded pipeline publishes
+uncompressed frames). Compacted topics keep everything. A reader whose position falls before a
+partition's first kept record resumes there, as a Kafka consumer with ``auto.offset.reset=earliest``.
 """
 
 from __future__ import annotations
@@ -19,6 +28,28 @@ from vidnexus.errors import ConnectorError
 __all__ = ["MemoryBus", "MemoryConsumer"]
 
 
+_RECORD_OVERHEAD = 64  # bytes counted per record besides its key and value: many tiny records weigh too
+
+
+class _Log:
+    """One partition: records from offset ``base`` on (the ones before it were let go)."""
+
+    __slots__ = ("records", "base", "bytes")
+
+    def __init__(self) -> None:
+        self.records: list[Message] = []
+        self.base = 0
+        self.bytes = 0
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.records)
+
+
+def _size(m: Message) -> int:
+    return len(m.value) + (len(m.key) if m.key is not None else 0) + _RECORD_OVERHEAD
+
+
 @dataclass
 class _Group:
     members: list["MemoryConsumer"] = field(default_factory=list)
@@ -27,15 +58,21 @@ class _Group:
 
 
 class MemoryBus:
-    """A Bus held in memory. ``max_message_bytes`` mirrors the broker's message size limit."""
+    """A Bus held in memory. ``max_message_bytes`` mirrors the broker's message size limit;
+    ``retain_bytes`` is what a partition keeps of records every live reader has passed; a group with
+    no live member holds its partitions from its committed offsets while they hold at most
+    ``dormant_bytes``."""
 
     in_process = True
     """Publishers and consumers share this process: ingest puts frames on it uncompressed."""
 
     def __init__(self, *, default_partitions: int = 4, max_message_bytes: int = 8 * 1024 * 1024,
-                 clock: Clock | None = None):
+                 clock: Clock | None = None, retain_bytes: int = 4 * 1024 * 1024,
+                 dormant_bytes: int = 128 * 1024 * 1024):
         self.clock = clock or MonotonicClock()
-        self._topics: dict[str, list[list[Message]]] = {}
+        self._topics: dict[str, list[_Log]] = {}
+        self._compacted: set[str] = set()
+        self._readers: dict[str, set[MemoryConsumer]] = {}  # live consumers per topic
         self._groups: dict[str, _Group] = {}
         self._cond = threading.Condition()  # on an RLock: a publisher holding it may move a fake clock
         self._changes = 0  # bumped on every publish and rebalance: what a waiting poll waits for
@@ -43,13 +80,17 @@ class MemoryBus:
         self._ids = itertools.count()
         self.default_partitions = default_partitions
         self.max_message_bytes = max_message_bytes
+        self.retain_bytes = retain_bytes
+        self.dormant_bytes = dormant_bytes
 
     # -- topics -------------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int = 4, *, compacted: bool = False) -> None:
         if partitions < 1:
             raise ConnectorError(f"topic {name!r}: partitions must be >= 1, got {partitions}")
         with self._cond:
-            self._topics.setdefault(name, [[] for _ in range(partitions)])
+            self._topics.setdefault(name, [_Log() for _ in range(partitions)])
+            if compacted:
+                self._compacted.add(name)
 
     def delete_topic(self, name: str) -> None:
         """Forget ``name``, its records and the groups' offsets on it; consumers still subscribed
@@ -57,9 +98,14 @@ class MemoryBus:
         with self._cond:
             if self._topics.pop(name, None) is None:
                 return
+            self._compacted.discard(name)
             for g in self._groups.values():
                 g.committed = {tp: o for tp, o in g.committed.items() if tp[0] != name}
-                g.generation += 1  # members take their assignments again, without the topic
+                if any(name in m.topics for m in g.members):
+                    # Members take their assignments again, without the topic (and, as after any
+                    # rebalance, from the committed offsets). Other groups are not disturbed: a
+                    # rebalance would make them read their uncommitted records a second time.
+                    g.generation += 1
             self._changes += 1
             self._cond.notify_all()
 
@@ -67,7 +113,7 @@ class MemoryBus:
         with self._cond:
             return len(self._topic(topic))
 
-    def _topic(self, topic: str) -> list[list[Message]]:
+    def _topic(self, topic: str) -> list[_Log]:
         try:
             return self._topics[topic]
         except KeyError:
@@ -91,9 +137,11 @@ class MemoryBus:
                 self.create_topic(topic, self.default_partitions)
             parts = self._topics[topic]
             p = partition_for(key, len(parts), next(self._rr))
-            parts[p].append(
-                Message(topic, p, len(parts[p]), key, value, int(self.clock.wall() * 1000), tuple(headers))
-            )
+            log = parts[p]
+            m = Message(topic, p, log.end, key, value, int(self.clock.wall() * 1000), tuple(headers))
+            log.records.append(m)
+            log.bytes += _size(m)
+            self._trim(topic, p)
             self._changes += 1
             self._cond.notify_all()
 
@@ -109,6 +157,8 @@ class MemoryBus:
                 if t not in self._topics:
                     self.create_topic(t, self.default_partitions)
             consumer = MemoryConsumer(self, list(topics), group, from_beginning, next(self._ids))
+            for t in topics:
+                self._readers.setdefault(t, set()).add(consumer)
             if group is not None:
                 g = self._groups.setdefault(group, _Group())
                 g.members.append(consumer)
@@ -125,14 +175,58 @@ class MemoryBus:
         with self._cond:
             parts = self._topic(topic)
             g = self._groups.get(group)
-            return {p: len(parts[p]) - ((g.committed.get((topic, p)) if g else None) or 0) for p in partitions}
+            return {p: parts[p].end - max(parts[p].base, (g.committed.get((topic, p)) if g else None) or 0)
+                    for p in partitions}
 
     def end_offsets(self, topic: str) -> list[int]:
         """Next offset of every partition (for tests and lag metrics)."""
         with self._cond:
-            return [len(p) for p in self._topic(topic)]
+            return [log.end for log in self._topic(topic)]
+
+    def retained(self, topic: str) -> tuple[int, int]:
+        """(records, bytes) the topic holds now, over all its partitions."""
+        with self._cond:
+            logs = self._topic(topic)
+            return sum(len(log.records) for log in logs), sum(log.bytes for log in logs)
 
     # internal, called with the condition held
+    def _floor(self, topic: str, partition: int, log: _Log) -> int:
+        """First offset some live reader of the topic may still read."""
+        floor = log.end
+        groups: set[str] = set()
+        for c in self._readers.get(topic, ()):
+            if c.group is None:
+                pos = c._positions.get((topic, partition))
+                if pos is not None:
+                    floor = min(floor, pos)
+            else:
+                groups.add(c.group)
+        for name, g in self._groups.items():
+            committed = g.committed.get((topic, partition))
+            if name in groups:
+                floor = min(floor, log.base if committed is None else committed)
+            elif committed is not None and log.bytes <= self.dormant_bytes:
+                floor = min(floor, committed)  # a group between two members (a resubscription) loses nothing
+        return floor
+
+    def _trim(self, topic: str, partition: int) -> None:
+        """Once a partition holds twice ``retain_bytes``, let go of its oldest records every live
+        reader has passed, down to ``retain_bytes``."""
+        if topic in self._compacted:
+            return
+        log = self._topics[topic][partition]
+        if log.bytes <= 2 * self.retain_bytes:
+            return
+        floor = self._floor(topic, partition, log)
+        records, left, n = log.records, log.bytes, 0
+        while n < len(records) and records[n].offset < floor and left > self.retain_bytes:
+            left -= _size(records[n])
+            n += 1
+        if n:
+            del records[:n]
+            log.base += n
+            log.bytes = left
+
     def _assignment_for(self, consumer: "MemoryConsumer") -> list[tuple[str, int]]:
         pairs = sorted((t, p) for t in consumer.topics if t in self._topics for p in range(len(self._topics[t])))
         if consumer.group is None:
@@ -142,6 +236,8 @@ class MemoryBus:
         return [pair for i, pair in enumerate(pairs) if i % n == idx]
 
     def _leave(self, consumer: "MemoryConsumer") -> None:
+        for t in consumer.topics:
+            self._readers.get(t, set()).discard(consumer)
         if consumer.group is not None:
             g = self._groups[consumer.group]
             if consumer in g.members:
@@ -176,9 +272,10 @@ class MemoryConsumer:
         positions = {}
         for t, p in self._bus._assignment_for(self):
             committed = g.committed.get((t, p)) if g is not None else None
+            log = self._bus._topics[t][p]
             if committed is None:
-                committed = 0 if self._from_beginning else len(self._bus._topics[t][p])
-            positions[(t, p)] = committed
+                committed = log.base if self._from_beginning else log.end
+            positions[(t, p)] = max(committed, log.base)
         self._positions = positions
 
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Message]:
@@ -195,12 +292,17 @@ class MemoryConsumer:
                         del self._positions[(t, p)]
                         continue
                     log = self._bus._topics[t][p]
-                    take = log[pos : pos + max_records - len(out)]
+                    pos = max(pos, log.base)  # records let go while this reader was behind
+                    i = pos - log.base
+                    take = log.records[i : i + max_records - len(out)]
                     out.extend(take)
                     self._positions[(t, p)] = pos + len(take)
                     if len(out) >= max_records:
                         break
                 if out:
+                    if self.group is None:
+                        for t, p in {(m.topic, m.partition) for m in out}:
+                            self._bus._trim(t, p)
                     return out
                 left = deadline - clock.now()
                 if left <= 0 or self._closed or self._woken:
@@ -216,10 +318,12 @@ class MemoryConsumer:
         with self._bus._cond:
             g = self._bus._groups[self.group]
             if g.generation == self._generation:
-                if offsets is None:
-                    g.committed.update(self._positions)
-                else:
-                    g.committed.update({tp: o for tp, o in offsets.items() if tp in self._positions})
+                done = self._positions if offsets is None else {
+                    tp: o for tp, o in offsets.items() if tp in self._positions}
+                g.committed.update(done)
+                for t, p in done:
+                    if t in self._bus._topics:
+                        self._bus._trim(t, p)
 
     def assignment(self) -> set[tuple[str, int]]:
         with self._bus._cond:

@@ -141,3 +141,108 @@ def test_delete_topic_forgets_it_and_is_idempotent():
     assert [m.value for m in reader.poll(timeout_s=0.0)] == [b"still here"]
     bus.create_topic("t", partitions=1)  # a new topic of the same name starts empty, no offsets kept
     assert bus.end_offsets("t") == [0] and bus.group_lag("g", "t", [0]) == {0: 0}
+
+
+def test_deleting_a_topic_does_not_make_other_groups_read_again():
+    # A client closing (its reply topic deleted) once made every group take its committed offsets
+    # again: an executor re-read and re-ran the requests it had not committed yet.
+    bus = MemoryBus(clock=FakeClock())
+    bus.create_topic("requests", partitions=1)
+    bus.create_topic("replies.x", partitions=1)
+    executor = bus.subscribe(["requests"], group="executor")
+    bus.publish("requests", None, b"r0")
+    assert len(executor.poll(timeout_s=0.0)) == 1  # read, not committed yet
+    bus.delete_topic("replies.x")
+    bus.publish("requests", None, b"r1")
+    assert [m.value for m in executor.poll(timeout_s=0.0)] == [b"r1"]
+
+
+# -- retention: memory follows the readers' backlog, not the run's length ----------------------------
+KB = 1024
+
+
+def test_records_every_group_committed_are_let_go_down_to_the_retained_bytes():
+    bus = MemoryBus(retain_bytes=10 * KB)
+    bus.create_topic("frames", partitions=1)
+    fast, slow = bus.subscribe(["frames"], group="fast"), bus.subscribe(["frames"], group="slow")
+    for i in range(100):
+        bus.publish("frames", b"cam", bytes(KB))
+    assert len(drain(fast, 100)) == 100
+    fast.commit()
+    assert bus.retained("frames")[0] == 100  # "slow" has committed nothing: all of it is still needed
+    assert len(drain(slow, 100)) == 100
+    slow.commit()
+    records, size = bus.retained("frames")
+    assert size <= 10 * KB and 0 < records < 100
+    assert bus.end_offsets("frames") == [100]  # offsets stay absolute
+    bus.publish("frames", b"cam", b"next")
+    assert [m.offset for m in fast.poll(timeout_s=0.1)] == [100]
+    assert bus.group_lag("slow", "frames", [0]) == {0: 1}
+
+
+def test_a_long_run_holds_only_the_backlog():
+    bus = MemoryBus(retain_bytes=64 * KB)
+    bus.create_topic("frames", partitions=2)
+    c = bus.subscribe(["frames"], group="worker")
+    for i in range(2000):
+        bus.publish("frames", str(i % 3).encode(), bytes(4 * KB))
+        if i % 10 == 9:
+            assert len(drain(c, 10)) == 10
+            c.commit()
+    assert bus.retained("frames")[1] <= 2 * 2 * 64 * KB  # 8 MB published
+
+
+def test_a_groupless_reader_holds_what_it_has_not_read_and_a_closed_one_nothing():
+    bus = MemoryBus(retain_bytes=4 * KB)
+    bus.create_topic("stats", partitions=1)
+    reader = bus.subscribe(["stats"], group=None)
+    for i in range(50):
+        bus.publish("stats", None, str(i).encode() * 100)
+    assert bus.retained("stats")[0] == 50
+    got = drain(reader, 50)
+    assert [m.value for m in got] == [str(i).encode() * 100 for i in range(50)]  # nothing lost to it
+    assert bus.retained("stats")[1] <= 4 * KB
+    reader.close()
+    for i in range(50):  # nobody reads it: it keeps its last retain_bytes
+        bus.publish("stats", None, bytes(1000))
+    assert bus.retained("stats")[1] <= 2 * 4 * KB
+
+
+def test_a_group_between_two_members_loses_nothing():
+    bus = MemoryBus(retain_bytes=2 * KB)
+    bus.create_topic("requests", partitions=1)
+    first = bus.subscribe(["requests"], group="executor")
+    bus.publish("requests", None, b"r0")
+    drain(first, 1)
+    first.commit()
+    first.close()  # resubscribing: for a moment the group has no member
+    for i in range(1, 101):
+        bus.publish("requests", None, str(i).encode() * 100)
+    second = bus.subscribe(["requests"], group="executor")
+    got = drain(second, 100)
+    assert [m.offset for m in got] == list(range(1, 101))
+
+
+def test_a_group_resuming_behind_the_first_kept_record_starts_there():
+    bus = MemoryBus(retain_bytes=2 * KB, dormant_bytes=8 * KB)
+    bus.create_topic("t", partitions=1)
+    old = bus.subscribe(["t"], group="g")
+    bus.publish("t", None, b"a")
+    drain(old, 1)
+    old.commit()
+    old.close()  # the group has no live member: it no longer holds records back
+    for i in range(100):
+        bus.publish("t", None, bytes(200))
+    first = bus.end_offsets("t")[0] - bus.retained("t")[0]
+    assert first > 1
+    again = bus.subscribe(["t"], group="g")
+    got = drain(again, 100 - first + 1)
+    assert got[0].offset == first and got[-1].offset == 100
+
+
+def test_compacted_topics_keep_everything():
+    bus = MemoryBus(retain_bytes=KB)
+    bus.create_topic("registry", partitions=1, compacted=True)
+    for i in range(100):
+        bus.publish("registry", f"s{i}".encode(), bytes(100))
+    assert bus.retained("registry")[0] == 100
