@@ -25,7 +25,9 @@ SUMMARY_KEYS = {
     "hop": {"p50_ms_1000rps_20kb", "p99_ms_1000rps_20kb", "p50_ms_100rps_20kb", "p99_ms_100rps_20kb"},
     "sink": {"server_rows_per_s", "chdb_rows_per_s", "server_store_rows_per_s", "chdb_store_rows_per_s"},
     "preprocess": {"frame_overlap_gain", "crop_overlap_gain", "overlap_gain_min", "frame_wire_over_float32",
-                   "crop_wire_over_float32", "frame_overlapped_over_device_only", "crop_overlapped_over_device_only"},
+                   "crop_wire_over_float32", "frame_overlapped_over_device_only", "crop_overlapped_over_device_only",
+                   "frame_overlap_gain_caller", "crop_overlap_gain_caller", "frame_overlap_gain_auto",
+                   "crop_overlap_gain_auto"},
     "soak": {"rss_growth_pct_max", "fd_growth_max", "topics_start", "topics_end", "slo_attainment", "frames",
              "frames_lost"},
 }
@@ -57,4 +59,5 @@ def test_quick_run_writes_the_json(name, tmp_path):
             assert v > 0, (k, v)
     if name == "preprocess":  # what travels is smaller than the tensor the executor makes of it
         assert doc["summary"]["frame_wire_over_float32"] < 0.25 and doc["summary"]["crop_wire_over_float32"] < 0.5
-        assert {r["mode"] for r in doc["results"]} == {"serial", "overlapped", "overlapped (caller)", "device only"}
+        assert {r["mode"] for r in doc["results"]} == {"serial", "overlapped", "overlapped (caller)",
+                                                      "overlapped (auto)", "device only"}

@@ -176,3 +176,33 @@ def test_a_registered_model_whose_clients_send_images(tmp_path):
         ModelSpec("bad", f"torchscript:{path}", (16, 16, 3), images="rgb")
     with pytest.raises(ModelError, match="choose rgb, bgr or gray"):
         ModelSpec("bad", f"torchscript:{path}", (3, 16, 16), images="yuv")
+
+
+def test_auto_converts_cheap_inputs_in_the_caller_and_dear_ones_on_the_pool():
+    import threading
+    import time
+
+    from vidnexus.contracts.profile import Profile
+    from vidnexus.gpu_executor.backend import SessionSpec
+    from vidnexus.gpu_executor.executor import Executor
+
+    where: dict[str, set[str]] = {"cheap": set(), "dear": set()}
+
+    def converter(name, cost_s):
+        def convert(x):
+            where[name].add(threading.current_thread().name)
+            time.sleep(cost_s)
+            return x
+        return convert
+
+    ex = Executor([SessionSpec("c", "cheap", 60.0), SessionSpec("d", "dear", 60.0)],
+                  {"cheap": lambda xs: list(xs), "dear": lambda xs: list(xs)},
+                  {m: Profile.linear(0.001, 0.001, 8) for m in ("cheap", "dear")},
+                  preprocess={"cheap": converter("cheap", 0.0), "dear": converter("dear", 0.003)})
+    assert ex.preprocess_on == "auto"
+    with ex:
+        for i in range(20):
+            assert ex.submit("c", i).result(timeout=10).ok and ex.submit("d", i).result(timeout=10).ok
+    me = threading.current_thread().name
+    assert me in where["cheap"]  # measured cheap after the first: converted here, no hand-off
+    assert me not in where["dear"]  # 3 ms each: always on the pool
