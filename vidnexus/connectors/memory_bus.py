@@ -210,12 +210,12 @@ class MemoryBus:
         return floor
 
     def _trim(self, topic: str, partition: int) -> None:
-        """Once a partition holds twice ``retain_bytes``, let go of its oldest records every live
+        """Once a partition holds an eighth over ``retain_bytes``, let go of its oldest records every live
         reader has passed, down to ``retain_bytes``."""
         if topic in self._compacted:
             return
         log = self._topics[topic][partition]
-        if log.bytes <= 2 * self.retain_bytes:
+        if log.bytes <= self.retain_bytes + (self.retain_bytes >> 3):
             return
         floor = self._floor(topic, partition, log)
         records, left, n = log.records, log.bytes, 0

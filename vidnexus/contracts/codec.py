@@ -21,13 +21,37 @@ import msgpack
 
 from vidnexus.errors import CodecError
 
-__all__ = ["pack", "unpack", "unpack_versions", "to_json", "from_json"]
+__all__ = ["pack", "pack_blob", "unpack", "unpack_versions", "to_json", "from_json"]
 
 
 def pack(kind: str, version: int, fields: Sequence[Any]) -> bytes:
     """``[version, kind, *fields]`` as msgpack."""
     raw: bytes = msgpack.packb([version, kind, *fields], use_bin_type=True)
     return raw
+
+
+def pack_blob(kind: str, version: int, head: Sequence[Any], blob: Sequence[Any], tail: Sequence[Any]) -> bytes:
+    """``pack(kind, version, [*head, b"".join(blob), *tail])``, with the parts of ``blob`` (bytes or
+    C-contiguous buffers such as a decoder's planes) copied once, straight into the record; msgpack
+    would copy a large blob twice, and the parts would first have to be joined.
+
+    Example:
+        >>> parts = [b"ab", memoryview(b"cd"), bytearray(300)]
+        >>> pack_blob("frame", 2, ["cam", 7], parts, [{}]) == pack("frame", 2, ["cam", 7, b"".join(parts), {}])
+        True
+    """
+    packer = msgpack.Packer(use_bin_type=True)
+    views = [b if isinstance(b, bytes) else memoryview(b).cast("B") for b in blob]
+    n = sum(len(v) for v in views)
+    if n < 1 << 8:
+        bin_header = b"\xc4" + n.to_bytes(1, "big")
+    elif n < 1 << 16:
+        bin_header = b"\xc5" + n.to_bytes(2, "big")
+    else:
+        bin_header = b"\xc6" + n.to_bytes(4, "big")
+    return b"".join([packer.pack_array_header(3 + len(head) + len(tail)),
+                     *(packer.pack(x) for x in (version, kind, *head)), bin_header, *views,
+                     *(packer.pack(x) for x in tail)])
 
 
 def unpack(raw: bytes, kind: str, version: int, n_fields: int) -> list[Any]:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vidnexus.contracts.codec import pack, unpack
+from typing import Any
+
+from vidnexus.contracts.codec import pack_blob, unpack
 from vidnexus.errors import CodecError
 
 __all__ = ["Frame", "encode_frame", "decode_frame", "FRAME_VERSION"]
@@ -37,7 +39,9 @@ class Frame:
     width: int
     height: int
     encoding: str
-    data: bytes | memoryview  # a memoryview only on its way into encode_frame (ingest, no copy)
+    data: bytes | memoryview | tuple[Any, ...]
+    """The image; a view or a tuple of buffers (a decoder's Y, U and V planes) only on its way into
+    :func:`encode_frame`, which copies them once, into the message (ingest); decoded frames hold bytes."""
     tags: dict[str, str] = field(default_factory=dict)
 
     def __hash__(self) -> int:
@@ -45,8 +49,9 @@ class Frame:
 
 
 def encode_frame(f: Frame) -> bytes:
-    return pack("frame", FRAME_VERSION, [f.stream_id, f.frame_no, f.pts, f.capture_ts, f.ingest_ts, f.width,
-                                         f.height, f.encoding, f.data, f.tags])
+    parts = f.data if isinstance(f.data, tuple) else (f.data,)
+    return pack_blob("frame", FRAME_VERSION, [f.stream_id, f.frame_no, f.pts, f.capture_ts, f.ingest_ts, f.width,
+                                              f.height, f.encoding], parts, [f.tags])
 
 
 def decode_frame(raw: bytes) -> Frame:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
@@ -192,9 +191,9 @@ class Executor:
 
     def _prepare(self, rid: int, p: _Pending, pre: Callable[[Any], Any], payload: Any, model: str) -> None:
         try:
-            t0 = time.perf_counter()
+            t0 = self.clock.now()
             p.input = pre(payload)
-            took = time.perf_counter() - t0
+            took = self.clock.now() - t0
             mean = self._prepare_s.get(model)
             self._prepare_s[model] = took if mean is None else mean + 0.1 * (took - mean)
         except Exception as e:  # bad input: a drop for this request only

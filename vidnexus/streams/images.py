@@ -22,13 +22,13 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from vidnexus.contracts.frames import Frame
 from vidnexus.errors import CodecError
 
-__all__ = ["jpeg_encode", "image_of", "Planes", "planes_of_frame", "encoded_size", "frame_payload"]
+__all__ = ["jpeg_encode", "image_of", "Planes", "planes_of_frame", "encoded_size", "frame_payload", "payload_size"]
 
 
 def encoded_size(img: Any, max_side: int | None) -> tuple[int, int]:
@@ -63,9 +63,6 @@ class Planes:
     u: Any
     v: Any
     full_range: bool = True
-    buf: Any = field(default=None, compare=False, repr=False)
-    """The decoder's one contiguous buffer (Y, U, V) the planes are views of, when they are: the
-    in-process bus takes it without a copy."""
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -136,16 +133,27 @@ def _to_full_range_luts() -> tuple[Any, Any]:
 
 def planes_of_frame(frame: Any) -> "Planes | None":
     """The planes of a decoded ``av.VideoFrame`` in yuv420p or yuvj420p with even sides, as they
-    are (video or full range: nothing converted here), else None (the caller converts the frame to
-    BGR)."""
+    are (video or full range: nothing converted here, nothing copied: views of the decoder's
+    buffers), else None (the caller converts the frame to BGR)."""
     if frame.format.name not in ("yuv420p", "yuvj420p") or frame.width % 2 or frame.height % 2:
         return None
-    a = frame.to_ndarray()  # (H·3/2, W): Y, then U and V, strides removed
+    import numpy as np
+
     h, w = frame.height, frame.width
     full = frame.format.name == "yuvj420p" or getattr(frame, "color_range", 0) == _FULL_RANGE
-    c = a[h:].reshape(-1)
-    q = (h // 2) * (w // 2)
-    return Planes(a[:h], c[:q].reshape(h // 2, w // 2), c[q:].reshape(h // 2, w // 2), full, a)
+
+    def view(plane: Any, rows: int, cols: int) -> Any:
+        a = np.frombuffer(plane, np.uint8, count=rows * plane.line_size).reshape(rows, plane.line_size)
+        return a[:, :cols]  # the decoder's rows may be padded: a strided view then
+
+    y, u, v = frame.planes
+    return Planes(view(y, h, w), view(u, h // 2, w // 2), view(v, h // 2, w // 2), full)
+
+
+def payload_size(data: Any) -> int:
+    """Bytes of a :func:`frame_payload` ``data`` (one buffer or a tuple of them)."""
+    parts = data if isinstance(data, tuple) else (data,)
+    return sum(memoryview(p).nbytes for p in parts)
 
 
 def jpeg_encode(img: Any, quality: int = 85, max_side: int | None = None) -> bytes:
@@ -171,19 +179,21 @@ def jpeg_encode(img: Any, quality: int = 85, max_side: int | None = None) -> byt
 
 
 def frame_payload(img: Any, quality: int = 85, max_side: int | None = None,
-                  uncompressed: bool = False) -> tuple[str, bytes | memoryview, int, int]:
+                  uncompressed: bool = False) -> tuple[str, bytes | memoryview | tuple[Any, ...], int, int]:
     """(encoding, data, width, height) of a frame for the bus: JPEG, or with ``uncompressed`` the
     pixels as they are (planes: ``i420``/``j420``, a BGR array: ``raw``), downscaled the same way.
-    Uncompressed pixels that need no resizing come as a view of the decoder's buffer (the frame's
-    encoder copies them once, into the message).
+    Uncompressed planes that need no resizing come as the decoder's three planes (a tuple of views,
+    which the frame's encoder copies once, into the message: :func:`payload_size` is their size).
 
     Example:
         >>> import numpy as np
         >>> p = Planes(np.full((4, 8), 16, np.uint8), np.full((2, 4), 128, np.uint8),
         ...            np.full((2, 4), 128, np.uint8), full_range=False)
-        >>> enc, data, w, h = frame_payload(p, uncompressed=True); enc, len(data), w, h
+        >>> enc, data, w, h = frame_payload(p, uncompressed=True); enc, payload_size(data), w, h
         ('i420', 48, 8, 4)
-        >>> image_of(Frame("cam", 0, 0.0, 0.0, 0.0, w, h, enc, data))[0, 0].tolist()   # video black
+        >>> from vidnexus.contracts.frames import decode_frame, encode_frame
+        >>> f = decode_frame(encode_frame(Frame("cam", 0, 0.0, 0.0, 0.0, w, h, enc, data)))
+        >>> image_of(f)[0, 0].tolist()   # video black
         [0, 0, 0]
     """
     import cv2
@@ -195,7 +205,9 @@ def frame_payload(img: Any, quality: int = 85, max_side: int | None = None,
         enc = "j420" if img.full_range else "i420"
         if (h, w) != img.y.shape:
             return enc, img.resized(w, h).tobytes(), w, h
-        return enc, (img.buf.data.cast("B") if img.buf is not None else img.tobytes()), w, h
+        import numpy as np
+
+        return enc, tuple(np.ascontiguousarray(p) for p in (img.y, img.u, img.v)), w, h
     if (h, w) != img.shape[:2]:
         img = cv2.resize(img, (w, h), interpolation=cv2.INTER_AREA)
     return "raw", (img.data.cast("B") if img.flags.c_contiguous else img.tobytes()), w, h
@@ -206,18 +218,19 @@ def image_of(f: Frame) -> Any:
     import cv2
     import numpy as np
 
+    data = f.data if not isinstance(f.data, tuple) else b"".join(f.data)  # parts: a frame not yet encoded
     if f.encoding == "raw":
-        if len(f.data) != f.width * f.height * 3:
-            raise CodecError(f"frame {f.stream_id}#{f.frame_no}: {len(f.data)} bytes are not a "
+        if len(data) != f.width * f.height * 3:
+            raise CodecError(f"frame {f.stream_id}#{f.frame_no}: {len(data)} bytes are not a "
                              f"{f.width}x{f.height} BGR image")
-        return np.frombuffer(f.data, np.uint8).reshape(f.height, f.width, 3)
+        return np.frombuffer(data, np.uint8).reshape(f.height, f.width, 3)
     if f.encoding in ("i420", "j420"):
         try:
-            return Planes.frombuffer(f.data, f.width, f.height, f.encoding == "j420").to_bgr()
+            return Planes.frombuffer(data, f.width, f.height, f.encoding == "j420").to_bgr()
         except ValueError as e:
             raise CodecError(f"frame {f.stream_id}#{f.frame_no}: {e}") from None
     if f.encoding == "jpeg":
-        img = cv2.imdecode(np.frombuffer(f.data, np.uint8), cv2.IMREAD_COLOR)
+        img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
         if img is None:
             raise CodecError(f"frame {f.stream_id}#{f.frame_no}: undecodable JPEG")
         return img

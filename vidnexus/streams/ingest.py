@@ -20,7 +20,7 @@ from vidnexus.connectors.bus import Bus
 from vidnexus.connectors.outage import Backoff
 from vidnexus.errors import ConnectorError, StreamError
 from vidnexus.contracts.frames import Frame, encode_frame
-from vidnexus.streams.images import frame_payload
+from vidnexus.streams.images import frame_payload, payload_size
 from vidnexus.streams.media_verdicts import SourceKind, after_failure
 from vidnexus.streams.sampling import EveryNth, FpsSampler
 from vidnexus.streams.sources import open_source
@@ -206,7 +206,7 @@ class StreamWorker:
             return
         st.sampled += 1
         encoding, data, w, h = frame_payload(raw.image, self.spec.jpeg_quality, self.spec.max_side, self.uncompressed)
-        if self._max_bytes and len(data) > self._max_bytes - 4096 and encoding != "jpeg":
+        if self._max_bytes and payload_size(data) > self._max_bytes - 4096 and encoding != "jpeg":
             encoding, data, w, h = frame_payload(raw.image, self.spec.jpeg_quality, self.spec.max_side)
         now = self.clock.wall()
         tags = {**self.spec.tags, **{k: str(v) for k, v in raw.truth.items()}}

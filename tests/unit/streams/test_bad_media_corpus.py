@@ -290,7 +290,8 @@ def test_bad_media_corpus(store, tmp_path, monkeypatch, record_property):
         monkeypatch.chdir(elsewhere)
         listed = {r.spec.name: r for r in reg.list()}  # never raises, whatever the rows hold
         assert {c.name for c in CASES if c.stored} <= {n for n, r in listed.items() if r.state == "invalid"}
-        bus = MemoryBus(max_message_bytes=BUS_LIMIT)
+        # The frames are read after the run, with no reader during it: a bus that keeps them all.
+        bus = MemoryBus(max_message_bytes=BUS_LIMIT, retain_bytes=1 << 40)
         sup = IngestSupervisor(reg, bus, "f", poll_s=0.05, worker_factory=lambda spec, resume=None: StreamWorker(
             spec, bus, "f", backoff=Backoff(0.05, 0.2), open_timeout_s=5.0, resume=resume))
         runner = threading.Thread(target=sup.run, kwargs={"once": True}, daemon=True)
