@@ -56,3 +56,22 @@ def test_ingest_headers_match_the_jpegs(tmp_path, codec):
         assert (f.width, f.height) == (img.shape[1], img.shape[0])
     raw = next(iter(open_source(str(clip)).frames()))
     assert isinstance(raw.image, Planes) == (codec == "libx264")  # RGB sources: BGR
+
+
+def test_planes_of_a_padded_decoder_frame_are_its_pixels(tmp_path):
+    # 100 pixels wide: the decoder pads its rows (128 bytes); the planes are strided views of its
+    # buffers and the message carries exactly the I420 pixels PyAV's own conversion gives.
+    import av
+    import numpy as np
+
+    from vidnexus.contracts.frames import Frame, decode_frame, encode_frame
+    from vidnexus.streams.images import frame_payload, planes_of_frame
+
+    clip = make_clip(tmp_path / "c.mkv", frames=3, size=100)
+    with av.open(str(clip)) as c:
+        for frame in c.decode(video=0):
+            planes = planes_of_frame(frame)
+            assert planes.y.strides[0] > 100  # padded: a view, not a copy
+            enc, data, w, h = frame_payload(planes, uncompressed=True)
+            f = decode_frame(encode_frame(Frame("c", 0, 0.0, 0.0, 0.0, w, h, enc, data)))
+            assert f.data == frame.to_ndarray().tobytes()  # Y, U, V without the padding
