@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
+from itertools import chain
 from typing import Mapping, Sequence
 
 from vidnexus.contracts.profile import Profile
@@ -59,15 +61,15 @@ class Node:
     saturated: bool = False
     device_id: str | None = None
 
-    @property
+    @cached_property
     def busy_s(self) -> float:
         return sum(a.latency_s for a in self.allocations)
 
-    @property
+    @cached_property
     def occupancy(self) -> float:
         return self.busy_s / self.duty_cycle_s if self.duty_cycle_s > 0 else 0.0
 
-    @property
+    @cached_property
     def memory_bytes(self) -> int:
         return sum({a.model: a.memory_bytes for a in self.allocations}.values())
 
@@ -145,20 +147,34 @@ def one_more_saturated(s: SessionLoad, rest: float, p: Profile) -> Node | None:
                 saturated=True)
 
 
+def _merged(n1: Node, n2: Node, profiles: Mapping[str, Profile],
+            memory_capacity: float) -> tuple[float, float, list[tuple[Allocation, int, float]]] | None:
+    """(duty cycle, busy time, [(allocation, new batch, new latency)]) of merging two nodes, or None:
+    the feasibility test of :func:`merge_nodes` without building the node (the planner tries many)."""
+    d = min(n1.duty_cycle_s, n2.duty_cycle_s)
+    busy = 0.0
+    out = []
+    for a in chain(n1.allocations, n2.allocations):
+        b = max(1, math.ceil(d * a.rate - 1e-6))  # integer batch that still meets the rate
+        lat = a.latency_s if b == a.batch else profiles[a.model].latency(b)
+        busy += lat
+        if d + lat > a.slo_s + EPS or busy > d + EPS:
+            return None
+        out.append((a, b, lat))
+    if memory_capacity != math.inf and n1.memory_bytes + n2.memory_bytes > memory_capacity:
+        if sum({a.model: a.memory_bytes for a, _, _ in out}.values()) > memory_capacity:
+            return None
+    return d, busy, out
+
+
 def merge_nodes(n1: Node, n2: Node, profiles: Mapping[str, Profile], memory_capacity: float = math.inf) -> Node | None:
     """Merge two residual nodes on the shorter duty cycle (Nexus MERGENODES), or None if infeasible."""
-    d = min(n1.duty_cycle_s, n2.duty_cycle_s)
-    allocs = []
-    for a in n1.allocations + n2.allocations:
-        b = max(1, math.ceil(d * a.rate - 1e-6))  # integer batch that still meets the rate
-        lat = profiles[a.model].latency(b)
-        if d + lat > a.slo_s + EPS:
-            return None
-        allocs.append(replace(a, batch=b, latency_s=lat))
-    node = Node(d, tuple(allocs))
-    if node.busy_s > d + EPS or node.memory_bytes > memory_capacity:
+    m = _merged(n1, n2, profiles, memory_capacity)
+    if m is None:
         return None
-    return node
+    d, _, out = m
+    return Node(d, tuple(a if b == a.batch and lat == a.latency_s else replace(a, batch=b, latency_s=lat)
+                         for a, b, lat in out))
 
 
 def lower_bound(sessions: Sequence[SessionLoad], profiles: Mapping[str, Profile]) -> float:
@@ -205,18 +221,24 @@ def plan(
         residuals.append(node)
     residuals.sort(key=lambda n: n.occupancy, reverse=True)
     placed: list[Node] = []
+    occupancy: list[float] = []
     for r in residuals:
-        best_i, best = -1, None
+        best_i, best_occ = -1, -1.0
+        r_occ = r.occupancy
         for i, n in enumerate(placed):
             # Shrinking a batch never lowers its occupancy while ℓ(b)/b does not grow as b shrinks,
             # so a merge whose occupancies already sum past 1 cannot fit: skip it cheaply.
-            if n.occupancy + r.occupancy > 1 + 1e-6:
+            if occupancy[i] + r_occ > 1 + 1e-6:
                 continue
-            m = merge_nodes(n, r, profiles, memory_capacity)
-            if m is not None and (best is None or m.occupancy > best.occupancy):
-                best_i, best = i, m
-        if best is None:
+            m = _merged(n, r, profiles, memory_capacity)
+            if m is not None and m[1] / m[0] > best_occ:
+                best_i, best_occ = i, m[1] / m[0]
+        if best_i < 0:
             placed.append(r)
+            occupancy.append(r_occ)
         else:
-            placed[best_i] = best
+            merged = merge_nodes(placed[best_i], r, profiles, memory_capacity)
+            assert merged is not None
+            placed[best_i] = merged
+            occupancy[best_i] = merged.occupancy
     return Plan(tuple(nodes + placed), tuple(infeasible))
