@@ -16,7 +16,7 @@ SUMMARY_KEYS = {
     "prefix": {"goodput_ratio_k8", "memory_ratio_k8"},
     "multiplex": {"duty_cycle_over_threads_min", "duty_cycle_over_threads_max"},
     "scheduler": {"mean_devices_over_lower_bound", "mean_devices_over_optimal_small", "oblivious_over_squishy",
-                  "plan_ms_1000_sessions"},
+                  "plan_ms_1000_sessions", "plan_ms_10000_sessions", "devices_10000_sessions"},
     "latency-split": {"min_gain", "max_gain"},
     "ingest": {"decode_all_vs_ffmpeg", "decode_all_vs_ffmpeg_jpeg", "sample_1fps_speedup_over_decode_all"},
     "runtimes": {"local_msgs_per_s", "faust_msgs_per_s", "local_over_faust", "faust_overhead_us_per_msg"},

@@ -1,6 +1,6 @@
 """Squishy bin packing vs the lower bound Σ R_i/T_i, the exact optimum (small instances) and the
 batch-oblivious baseline, on generated workloads: sessions over profiles measured on this machine,
-Zipf-0.9 rates, SLOs 50–400 ms. Also planning time at 1,000 sessions."""
+Zipf-0.9 rates, SLOs 50–400 ms. Also planning time at 1,000 sessions and at 10,000 (4 req/s each)."""
 
 from __future__ import annotations
 
@@ -82,11 +82,25 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         small.append({"squishy": sq.devices, "exact": ex.devices})
     over_opt = statistics.fmean(s["squishy"] / s["exact"] for s in small if s["exact"])
     console.print(f"small instances (8 sessions, {len(small)} solved exactly): squishy/optimal = {over_opt:.3f}")
+    # Cluster scale: 10,000 sessions at 4 req/s on average (about 1,000-2,000 devices).
+    big = []
+    for seed in range(1 if quick else 3):
+        sessions = workload(10_000, profiles, total_rate=4.0 * 10_000, seed=2000 + seed)
+        t = time.perf_counter()
+        sq = plan(sessions, profiles)
+        ms = (time.perf_counter() - t) * 1000
+        assert sq.check() == [], sq.check()[:3]
+        big.append({"sessions": 10_000, "plan_ms": round(ms, 1), "devices": sq.devices,
+                    "lower_bound": round(lower_bound(sessions, profiles), 1), "infeasible": len(sq.infeasible)})
+    console.print(f"10,000 sessions at 4 req/s: {statistics.fmean(b['plan_ms'] for b in big):.0f} ms to plan, "
+                  f"{statistics.fmean(b['devices'] for b in big):.0f} devices")
     summary = {
         "mean_devices_over_lower_bound": round(statistics.fmean(r["over_lower_bound"] for r in results), 3),
         "mean_devices_over_optimal_small": round(over_opt, 3),
         "oblivious_over_squishy": round(statistics.fmean(r["oblivious_over_squishy"] for r in results), 3),
         "plan_ms_1000_sessions": round(next(r["plan_ms"] for r in results if r["sessions"] == 1000), 1),
+        "plan_ms_10000_sessions": round(statistics.fmean(b["plan_ms"] for b in big), 1),
+        "devices_10000_sessions": round(statistics.fmean(b["devices"] for b in big), 1),
     }
     console.print(f"summary: {summary}  ({time.perf_counter() - t0:.0f} s)")
     return {"name": "scheduler", "machine": machine_info(),
@@ -94,4 +108,4 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
                        "mean_rate_per_session": 40.0,
                        "lower_bound_note": "devices / ceil(Σ R_i/T_i) over placed sessions",
                        "profiles": {k: v.to_dict() for k, v in profiles.items()}},
-            "results": results + [{"small_instances": small}], "summary": summary}
+            "results": results + [{"small_instances": small}, {"cluster_scale": big}], "summary": summary}

@@ -111,3 +111,54 @@ def test_exact_is_a_lower_bound_for_squishy_on_small_instances(seed):
     for s in sessions:
         if s.session_id not in bad:
             assert ex.rate_of(s.session_id) >= s.rate - 1e-6
+
+
+# -- the fast packer ---------------------------------------------------------------------------
+def _one_by_one(residuals, profiles):
+    """The packing as Algorithm 1 states it: every node tried, one by one (the reference)."""
+    placed = []
+    for r in residuals:
+        best_i, best = -1, None
+        for i, n in enumerate(placed):
+            m = merge_nodes(n, r, profiles)
+            if m is not None and (best is None or m.occupancy > best.occupancy):
+                best_i, best = i, m
+        if best is None:
+            placed.append(r)
+        else:
+            placed[best_i] = best
+    return placed
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_array_packer_packs_as_tightly_as_trying_every_node(seed):
+    from vidnexus.control import squishy
+
+    rng = random.Random(seed)
+    profiles = {f"m{i}": Profile((1, 2, 4, 8, 16, 32), tuple(sorted(rng.uniform(0.002, 0.004) * b ** rng.uniform(0.6, 0.9)
+                                                                        for b in (1, 2, 4, 8, 16, 32))))
+                for i in range(6)}
+    sessions = [SessionLoad(f"s{i}", f"m{rng.randrange(6)}", rng.uniform(0.05, 0.4), rng.uniform(0.5, 300))
+                for i in range(400)]
+    residuals = []
+    for s in sessions:
+        n = residue(s, s.rate % max(1e-9, saturate(s, profiles[s.model])[1]) or s.rate, profiles[s.model])
+        if n is not None:
+            residuals.append(n)
+    residuals.sort(key=lambda n: n.occupancy, reverse=True)
+    fast = squishy._pack(residuals, profiles, math.inf)
+    ref = _one_by_one(residuals, profiles)
+    assert squishy.Plan(tuple(fast)).check() == []
+    assert sorted(a.session_id for n in fast for a in n.allocations) == sorted(a.session_id for n in residuals
+                                                                            for a in n.allocations)
+    assert len(fast) <= math.ceil(len(ref) * 1.03)  # the capped one-by-one scan (SCAN_MAX) costs a little
+
+
+def test_vectorised_latencies_are_the_profiles():
+    import numpy as np
+
+    from vidnexus.control.squishy import _latencies
+
+    for p in (PROFILES["A"], Profile((4,), (0.02,)), Profile((1, 2, 8), (0.01, 0.012, 0.03))):
+        b = np.arange(1, 3 * p.max_batch + 1, dtype=float)
+        assert np.allclose(_latencies(p, b), [p.latency(int(x)) for x in b], rtol=0, atol=1e-15)
