@@ -37,7 +37,9 @@ def _vnx(video: Path, fps: float | None, every_n: int | None, uncompressed: bool
     from vidnexus.connectors.memory_bus import MemoryBus
     from vidnexus.streams.ingest import StreamSpec, StreamWorker
 
-    bus = MemoryBus()
+    # As if a worker kept up: the bus keeps what its retention keeps, not every frame for a reader
+    # that never comes (which it would otherwise hold, up to dormant_bytes).
+    bus = MemoryBus(dormant_bytes=0)
     spec = StreamSpec("bench", str(video), fps=fps, every_n=every_n)
     c0, t0 = _cpu(), time.perf_counter()
     st = StreamWorker(spec, bus, "frames", uncompressed=uncompressed).run()

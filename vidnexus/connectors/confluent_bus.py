@@ -97,6 +97,7 @@ class ConfluentBus:
         except KafkaException as e:
             raise _unreachable("cannot connect", bootstrap, e.args[0] if e.args else e) from None
         self._failed: list[str] = []
+        self._unpolled = 0  # publishes since the producer last served delivery callbacks
         self._flock = threading.Lock()
 
     # -- topics -------------------------------------------------------------------------------
@@ -205,7 +206,10 @@ class ConfluentBus:
                 raise ConnectorError(f"publish to {topic!r} failed: {e}", retryable=True) from None
         else:
             raise ConnectorError(f"publish to {topic!r} failed: the producer's queue stayed full", retryable=True)
-        self._producer.poll(0)  # serve delivery callbacks
+        self._unpolled += 1
+        if self._unpolled >= 64:  # serve delivery callbacks now and then (flush serves the rest): a
+            self._unpolled = 0    # poll per message cost about as much as the produce
+            self._producer.poll(0)
 
     def flush(self, timeout_s: float = 10.0) -> None:
         left = self._producer.flush(timeout_s)

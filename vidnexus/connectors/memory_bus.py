@@ -7,8 +7,9 @@ arrives, the consumer is woken or closed, or the test moves the clock past its t
 Retention: a partition keeps its most recent ``retain_bytes`` and, beyond them, only what a live
 reader still needs — a record goes once every group with a member subscribed to its topic has
 committed past it and every group-less consumer of the topic has read it. A group with no member
-for the moment (a role resubscribing) keeps holding from its committed offsets until the
-partition reaches ``dormant_bytes``; past that it holds nothing (a role gone for good). Memory is then bounded by
+for the moment (a role resubscribing) keeps holding from its committed offsets, and a partition
+nobody has read yet keeps everything (its readers may still be starting), until the partition
+reaches ``dormant_bytes``; past that they hold nothing (a role gone for good, a topic nobody reads). Memory is then bounded by
 the readers' real backlog, not by how long the process has run (an embedded pipeline publishes
 uncompressed frames). Compacted topics keep everything. A reader whose position falls before a
 partition's first kept record resumes there, as a Kafka consumer with ``auto.offset.reset=earliest``.
@@ -60,8 +61,8 @@ class _Group:
 class MemoryBus:
     """A Bus held in memory. ``max_message_bytes`` mirrors the broker's message size limit;
     ``retain_bytes`` is what a partition keeps of records every live reader has passed; a group with
-    no live member holds its partitions from its committed offsets while they hold at most
-    ``dormant_bytes``."""
+    no live member holds its partitions from its committed offsets, and a partition nobody has read
+    yet keeps everything, while they hold at most ``dormant_bytes``."""
 
     in_process = True
     """Publishers and consumers share this process: ingest puts frames on it uncompressed."""
@@ -194,19 +195,25 @@ class MemoryBus:
         """First offset some live reader of the topic may still read."""
         floor = log.end
         groups: set[str] = set()
+        read = False  # has anyone read or committed here?
         for c in self._readers.get(topic, ()):
+            read = True
             if c.group is None:
                 pos = c._positions.get((topic, partition))
                 if pos is not None:
                     floor = min(floor, pos)
             else:
                 groups.add(c.group)
+        held = log.bytes <= self.dormant_bytes
         for name, g in self._groups.items():
             committed = g.committed.get((topic, partition))
+            read = read or committed is not None
             if name in groups:
                 floor = min(floor, log.base if committed is None else committed)
-            elif committed is not None and log.bytes <= self.dormant_bytes:
+            elif committed is not None and held:
                 floor = min(floor, committed)  # a group between two members (a resubscription) loses nothing
+        if not read and held:
+            floor = log.base  # published before its readers subscribed (a role still starting): kept for them
         return floor
 
     def _trim(self, topic: str, partition: int) -> None:

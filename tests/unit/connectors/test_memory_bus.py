@@ -192,8 +192,17 @@ def test_a_long_run_holds_only_the_backlog():
     assert bus.retained("frames")[1] <= 2 * 2 * 64 * KB  # 8 MB published
 
 
+def test_records_published_before_their_readers_subscribe_wait_for_them():
+    bus = MemoryBus(retain_bytes=4 * KB, dormant_bytes=1024 * KB)
+    bus.create_topic("frames", partitions=1)
+    for i in range(100):  # ingest runs ahead of a worker that is still starting
+        bus.publish("frames", b"cam", bytes(KB))
+    worker = bus.subscribe(["frames"], group="worker")
+    assert len(drain(worker, 100)) == 100
+
+
 def test_a_groupless_reader_holds_what_it_has_not_read_and_a_closed_one_nothing():
-    bus = MemoryBus(retain_bytes=4 * KB)
+    bus = MemoryBus(retain_bytes=4 * KB, dormant_bytes=0)
     bus.create_topic("stats", partitions=1)
     reader = bus.subscribe(["stats"], group=None)
     for i in range(50):
