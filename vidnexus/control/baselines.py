@@ -16,7 +16,8 @@ import math
 from typing import Mapping, Sequence
 
 from vidnexus.contracts.profile import Profile
-from vidnexus.control.squishy import (EPS, Allocation, Node, Plan, SessionLoad, one_more_saturated, residue, saturate)
+from vidnexus.control.squishy import (EPS, Allocation, Node, Plan, SessionLoad, best_duty_cycle, one_more_saturated,
+                                      residue, saturate)
 
 __all__ = ["batch_oblivious", "exact_plan", "best_duty_cycle"]
 
@@ -51,31 +52,6 @@ def batch_oblivious(sessions: Sequence[SessionLoad], profiles: Mapping[str, Prof
         else:
             open_nodes.append(Node(share.latency_s, (share,), saturated=True))
     return Plan(tuple(nodes + open_nodes), tuple(infeasible))
-
-
-def best_duty_cycle(loads: Sequence[Allocation], profiles: Mapping[str, Profile],
-                    memory_capacity: float = math.inf) -> Node | None:
-    """A feasible node for these residual loads, trying every duty cycle where a batch size changes."""
-    if sum({a.model: a.memory_bytes for a in loads}.values()) > memory_capacity:
-        return None
-    d_max = min(a.slo_s - profiles[a.model].latency(1) for a in loads)
-    cands = {d_max}
-    for a in loads:
-        p = profiles[a.model]
-        cands.update(k / a.rate for k in range(1, p.max_batch + 1) if k / a.rate <= d_max + EPS)
-    for d0 in sorted(cands, reverse=True):  # longer cycles first: larger, cheaper batches
-        d = d0
-        allocs = []
-        for a in loads:
-            p = profiles[a.model]
-            b = max(1, math.ceil(d * a.rate - 1e-6))
-            if b > p.max_batch or d + p.latency(b) > a.slo_s + EPS:
-                break
-            allocs.append(Allocation(a.session_id, a.model, b, a.rate, p.latency(b), a.slo_s, a.memory_bytes))
-        else:
-            if sum(x.latency_s for x in allocs) <= d + EPS:
-                return Node(d, tuple(allocs))
-    return None
 
 
 def exact_plan(sessions: Sequence[SessionLoad], profiles: Mapping[str, Profile],

@@ -14,7 +14,8 @@ from dataclasses import replace
 from typing import Mapping, Sequence
 
 from vidnexus.contracts.profile import Profile
-from vidnexus.control.squishy import (Allocation, Node, Plan, SessionLoad, one_more_saturated, merge_nodes, residue, saturate)
+from vidnexus.control.squishy import (Allocation, Node, Plan, SessionLoad, best_duty_cycle, one_more_saturated, merge_nodes,
+                                      residue, saturate)
 
 __all__ = ["replan", "assign_devices", "placement"]
 
@@ -101,19 +102,34 @@ def replan(
     kept: list[Node] = []
     pool: list[str] = []
     placed: set[str] = set()
+
+    def fit(ms: list[str]) -> Node | None:
+        return (_fold([singles[m] for m in ms], profiles, memory_capacity)
+                # a device the planner's local search filled at another duty cycle
+                or best_duty_cycle([singles[m].allocations[0] for m in ms], profiles, memory_capacity))
+
     for n in previous.nodes:
         if n.saturated:
             continue
         members = [a.session_id for a in n.allocations if a.session_id in singles and a.session_id not in placed]
-        while members:
-            node = _fold([singles[m] for m in members], profiles, memory_capacity)
-            if node is not None:
-                kept.append(replace(node, device_id=n.device_id))
-                placed.update(members)
-                break
-            cheapest = min(members, key=lambda m: singles[m].occupancy)
+        fitted = fit(members) if members else None
+        if members and fitted is None:
+            # Overloaded: one session out, if one is enough (the one that grew, typically) ...
+            for out in sorted(members, key=lambda x: singles[x].occupancy, reverse=True):
+                others_in = [x for x in members if x != out]
+                fitted = fit(others_in) if others_in else None
+                if fitted is not None:
+                    members = others_in
+                    pool.append(out)
+                    break
+        while members and fitted is None:  # ... else the cheapest, one by one, until the rest fits
+            cheapest = min(members, key=lambda x: singles[x].occupancy)
             members.remove(cheapest)
             pool.append(cheapest)
+            fitted = fit(members) if members else None
+        if fitted is not None:
+            kept.append(replace(fitted, device_id=n.device_id))
+            placed.update(members)
     pool.extend(sid for sid in singles if sid not in placed and sid not in pool)
     # 3. Best-fit the pool (new sessions, evicted ones) by occupancy, as Algorithm 1 does.
     for sid in sorted(pool, key=lambda m: singles[m].occupancy, reverse=True):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import chain
 from typing import Mapping, Sequence
 
@@ -25,10 +25,12 @@ import numpy as np
 from vidnexus.contracts.profile import Profile
 
 __all__ = ["SessionLoad", "Allocation", "Node", "Plan", "plan", "saturate", "residue", "merge_nodes", "one_more_saturated",
-           "lower_bound"]
+           "lower_bound", "best_duty_cycle", "repack"]
 
 EPS = 1e-9
 SCAN_MAX = 32
+REPACK_EMPTIEST = 32
+"""Nodes the local search after best fit tries to pair up (the emptiest ones)."""
 """Nodes a residual tries one by one at most, fullest first (the array test covers the rest)."""
 
 
@@ -184,6 +186,39 @@ def merge_nodes(n1: Node, n2: Node, profiles: Mapping[str, Profile], memory_capa
                          for a, b, lat in out))
 
 
+@lru_cache(maxsize=256)
+def _latency_table(p: Profile) -> tuple[float, ...]:
+    """ℓ(b) for b = 0…max_batch (index 0 unused)."""
+    return (0.0, *(p.latency(b) for b in range(1, p.max_batch + 1)))
+
+
+def best_duty_cycle(loads: Sequence[Allocation], profiles: Mapping[str, Profile],
+                    memory_capacity: float = math.inf) -> Node | None:
+    """A feasible node for these residual loads, trying every duty cycle where a batch size changes."""
+    if sum({a.model: a.memory_bytes for a in loads}.values()) > memory_capacity:
+        return None
+    tables = [_latency_table(profiles[a.model]) for a in loads]
+    d_max = min(a.slo_s - lat[1] for a, lat in zip(loads, tables))
+    cands = {d_max}
+    for a, lat in zip(loads, tables):
+        cands.update(k / a.rate for k in range(1, len(lat)) if k / a.rate <= d_max + EPS)
+    for d in sorted(cands, reverse=True):  # longer cycles first: larger, cheaper batches
+        busy = 0.0
+        batches = []
+        for a, lat in zip(loads, tables):
+            b = max(1, math.ceil(d * a.rate - 1e-6))
+            if b >= len(lat) or d + lat[b] > a.slo_s + EPS:
+                break
+            busy += lat[b]
+            if busy > d + EPS:
+                break
+            batches.append(b)
+        else:
+            return Node(d, tuple(Allocation(a.session_id, a.model, b, a.rate, lat[b], a.slo_s, a.memory_bytes)
+                                 for a, b, lat in zip(loads, batches, tables)))
+    return None
+
+
 def lower_bound(sessions: Sequence[SessionLoad], profiles: Mapping[str, Profile]) -> float:
     """Σ R_i / T_i with T_i the saturated throughput: no plan uses fewer devices."""
     total = 0.0
@@ -227,7 +262,64 @@ def plan(
             continue
         residuals.append(node)
     residuals.sort(key=lambda n: n.occupancy, reverse=True)
-    return Plan(tuple(nodes + _pack(residuals, profiles, memory_capacity)), tuple(infeasible))
+    packed = repack(_pack(residuals, profiles, memory_capacity), profiles, memory_capacity, REPACK_EMPTIEST)
+    return Plan(tuple(nodes + packed), tuple(infeasible))
+
+
+def repack(nodes: list[Node], profiles: Mapping[str, Profile], memory_capacity: float = math.inf,
+           emptiest: int = REPACK_EMPTIEST) -> list[Node]:
+    """Local search after best fit: merge two of the ``emptiest`` nodes wherever some duty cycle —
+    not only the shorter of theirs, as Algorithm 1's merge — lets one device run both
+    (:func:`best_duty_cycle`); repeated while it frees a device."""
+    shared = sorted((n for n in nodes if not n.saturated), key=lambda n: n.occupancy)[:emptiest]
+    t_max: dict[str, float] = {}
+
+    def floor(allocs: Sequence[Allocation]) -> float:  # the least occupancy at any duty cycle (see _pack)
+        out = 0.0
+        for a in allocs:
+            if a.model not in t_max:
+                p = profiles[a.model]
+                t_max[a.model] = max(b / p.latency(b) for b in range(1, p.max_batch + 1))
+            out += a.rate / t_max[a.model]
+        return out
+
+    keep = {id(n) for n in shared}
+    others = [n for n in nodes if id(n) not in keep]
+    merged_any = True
+    while merged_any and len(shared) > 1:
+        merged_any = False
+        for i in range(len(shared)):
+            for j in range(i + 1, len(shared)):
+                n1, n2 = shared[i], shared[j]
+                if floor(n1.allocations) + floor(n2.allocations) > 1 + 1e-6:
+                    continue
+                m = best_duty_cycle(n1.allocations + n2.allocations, profiles, memory_capacity)
+                if m is not None:
+                    shared[j] = m
+                    del shared[i]
+                    merged_any = True
+                    break
+            if merged_any:
+                break
+    # Then dissolve a node whose sessions all fit elsewhere, one by one (emptiest node first).
+    for victim in sorted(shared, key=lambda n: n.occupancy):
+        if victim not in shared:
+            continue
+        trial = [n for n in shared if n is not victim]
+        for a in victim.allocations:
+            need = floor((a,))
+            for k, n in enumerate(trial):
+                if floor(n.allocations) + need > 1 + 1e-6:
+                    continue
+                m = best_duty_cycle(n.allocations + (a,), profiles, memory_capacity)
+                if m is not None:
+                    trial[k] = m
+                    break
+            else:
+                break
+        else:
+            shared = trial
+    return others + shared
 
 
 def _latencies(p: Profile, b: "np.ndarray") -> "np.ndarray":

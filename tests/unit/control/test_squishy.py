@@ -162,3 +162,32 @@ def test_vectorised_latencies_are_the_profiles():
     for p in (PROFILES["A"], Profile((4,), (0.02,)), Profile((1, 2, 8), (0.01, 0.012, 0.03))):
         b = np.arange(1, 3 * p.max_batch + 1, dtype=float)
         assert np.allclose(_latencies(p, b), [p.latency(int(x)) for x in b], rtol=0, atol=1e-15)
+
+
+def test_the_local_search_closes_most_of_the_gap_to_the_optimum_on_small_instances():
+    from vidnexus.control.squishy import repack
+
+    gaps, plain_gaps = [], []
+    for seed in range(30):
+        rng = random.Random(500 + seed)
+        profiles, sessions = {}, []
+        for i in range(8):
+            m = f"m{i % 4}"
+            profiles.setdefault(m, Profile.linear(rng.uniform(0.0005, 0.004), rng.uniform(0.002, 0.02), 64))
+            sessions.append(SessionLoad(f"s{i}", m, rng.uniform(0.05, 0.4), rng.uniform(1, 100)))
+        ex, sq = exact_plan(sessions, profiles), plan(sessions, profiles)
+        assert sq.check() == [] and ex.devices <= sq.devices <= ex.devices + 1
+        gaps.append(sq.devices / ex.devices)
+        # without the local search: Algorithm 1's best fit alone
+        import vidnexus.control.squishy as squishy
+        try:
+            squishy.REPACK_EMPTIEST, saved = 0, squishy.REPACK_EMPTIEST
+            plain_gaps.append(plan(sessions, profiles).devices / ex.devices)
+        finally:
+            squishy.REPACK_EMPTIEST = saved
+    # Measured: 1.061 with the local search, 1.106 without (on the scheduler bench's measured
+    # profiles: 1.00 and 1.07); pairs and dissolutions do not reach every partition the exact
+    # solver does.
+    assert sum(gaps) / len(gaps) <= 1.07
+    assert sum(gaps) < sum(plain_gaps) - 0.5  # the local search is what closes the gap
+    assert repack([], {}) == []
