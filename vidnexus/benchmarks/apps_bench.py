@@ -194,15 +194,17 @@ def _trial(target: Any, app_name: str, n: int, seconds: float, console: Any) -> 
          "p50_ms": ms(p50), "p99_ms": ms(p99), "drop_reasons": [[str(a), int(b)] for a, b in reasons],
          "render_s": round(render_s, 1), "publish_s": round(fed_s, 1),
          "wall_s": round(time.monotonic() - t0, 1)}
-    console.print(f"  {app_name} {target.mode}: {streams} streams ({streams * FPS:g} frames/s offered), {len(frames)} frames: "
+    console.print(f"  {app_name} {target.mode}: {streams} streams ({streams * FPS:g} frames/s offered), "
+                  f"{len(frames)} frames: "
                   f"{r['ok_within_slo_pct']}% ok within {app.slo_ms:g} ms, p50 {r['p50_ms']} / p99 {r['p99_ms']} ms, "
                   f"{status} {r['drop_reasons'][:2]}")
     return r
 
 
 def _search(trial: Callable[[int], dict[str, Any]], start: int, max_trials: int) -> tuple[int, list[dict[str, Any]]]:
-    """The largest ``n`` whose trial passed (0: none did) and the trials, growing ×1.5 from ``start`` while trials pass and
-    bisecting between the largest pass and the smallest failure (to within 10%) once one fails."""
+    """The largest ``n`` whose trial passed (0: none did) and the trials, growing ×1.5 from ``start``
+    while trials pass and bisecting between the largest pass and the smallest failure (to within
+    10%) once one fails."""
     lo, hi, n = 0, None, max(1, start)
     done: list[dict[str, Any]] = []
     tried: set[int] = set()
