@@ -28,6 +28,7 @@ SUMMARY_KEYS = {
                    "crop_wire_over_float32", "frame_overlapped_over_device_only", "crop_overlapped_over_device_only",
                    "frame_overlap_gain_caller", "crop_overlap_gain_caller", "frame_overlap_gain_auto",
                    "crop_overlap_gain_auto"},
+    "apps": {"traffic_baseline_fps", "dance_baseline_fps", "game_baseline_fps", "frames_sent", "frames_accounted"},
     "soak": {"rss_growth_pct_max", "fd_growth_max", "topics_start", "topics_end", "slo_attainment", "frames",
              "frames_lost"},
 }
@@ -61,3 +62,16 @@ def test_quick_run_writes_the_json(name, tmp_path):
         assert doc["summary"]["frame_wire_over_float32"] < 0.25 and doc["summary"]["crop_wire_over_float32"] < 0.5
         assert {r["mode"] for r in doc["results"]} == {"serial", "overlapped", "overlapped (caller)",
                                                       "overlapped (auto)", "device only"}
+    if name == "apps":  # every frame sent has its outcome; each app has both modes and the target's fields
+        s = doc["summary"]
+        assert s["frames_accounted"] == s["frames_sent"]
+        for app in ("traffic", "dance", "game"):
+            for k in ("kafka_fps", "embedded_fps", "target_fps"):
+                assert isinstance(s[f"{app}_{k}"], (int, float)) and s[f"{app}_{k}"] >= 0, (app, k)
+            assert s[f"{app}_target_fps"] == pytest.approx(min(3 * s[f"{app}_baseline_fps"],
+                                                               0.7 * s[f"{app}_embedded_fps"]), abs=0.01)
+            assert isinstance(s[f"{app}_meets_target"], bool)
+            assert {r["mode"] for r in doc["results"] if r["app"] == app} == {"kafka", "embedded"}
+        assert isinstance(s["all_meet_target"], bool)
+        for r in doc["results"]:
+            assert r["frames_accounted"] == r["frames_sent"] > 0, r

@@ -153,3 +153,40 @@ def test_embedded_mode_plans_and_applies_the_latency_split(tmp_path, trained_rea
     served = {s["session"]: s["arrivals"] for s in result.executor_stats}
     assert all(served.get(s, 0) > 0 for s in split_sessions), served  # requests went to the split's sessions
     assert result.accounted == result.published > 100  # every frame a row or an accounted drop
+
+
+@pytest.mark.timeout(300)
+def test_embedded_without_ingest_processes_the_frames_a_caller_publishes(tmp_path, trained_reader):
+    """`Embedded(ingest=False)` (what `vidnexus bench apps` runs): no stream registered, no ingest;
+    frames published on its bus's frames topic get their rows until it is stopped."""
+    from vidnexus.apps import load_app
+    from vidnexus.benchmarks.app_deployment import Deployment, Until, feed, frames_done, render
+    from vidnexus.config import Settings
+    from vidnexus.roles.embedded import Embedded
+    from vidnexus.streams.sources import open_source
+
+    data = Path(os.environ.get("VNX_DATA_DIR", ".vnx/data")).resolve()
+    emb_data = tmp_path / "data"
+    emb_data.mkdir()
+    (emb_data / "models").symlink_to(data / "models", target_is_directory=True)
+    app = load_app("hud")
+    run = Embedded(Settings(bus="memory", store="chdb", data_dir=emb_data, topic_prefix="noingest"), app,
+                   streams=[], ingest=False)
+    done: list = []
+    t = threading.Thread(target=lambda: done.append(run.run(until_done=True)), daemon=True)
+    t.start()
+    try:
+        frames = render([("fed-cam", Until(open_source("synthetic://hud?seed=3&fps=10&seconds=3"), None))], 5.0, "hud")
+        d = Deployment(run.settings, {}, run.bus, run.store, {})
+        feed(d, frames).join()
+        for _ in range(120):
+            if frames_done(d, app.name, "stream = 'fed-cam'") >= len(frames):
+                break
+            threading.Event().wait(0.5)
+        assert t.is_alive()  # without ingest it runs until stopped, even with until_done
+        assert frames_done(d, app.name, "stream = 'fed-cam'") == len(frames) > 10
+    finally:
+        run.stop()
+        t.join(60)
+        run.close()
+    assert done and done[0].processed == len(frames) and done[0].published == 0

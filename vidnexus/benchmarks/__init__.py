@@ -25,6 +25,7 @@ BENCHMARKS: dict[str, str] = {
     "hop": "vidnexus.benchmarks.hop",
     "soak": "vidnexus.benchmarks.soak",
     "preprocess": "vidnexus.benchmarks.preprocess_bench",
+    "apps": "vidnexus.benchmarks.apps_bench",
 }
 """Benchmark name → module with ``run(quick, console)`` (imported only when that benchmark runs)."""
 

@@ -125,12 +125,16 @@ class Embedded:
         load: how the executor loads models (default: :func:`app_loader`).
         sql: (host, port, token) to serve the read-only SQL endpoint on while running.
         fresh: drop the app's tables and ``vnx_frames`` first (the demos do, to show one run).
+        ingest: run the ingest role; False: no stream is ingested (``streams`` may be empty) and
+            frames come from whoever publishes on :attr:`bus`'s frames topic (``vidnexus bench
+            apps``); :meth:`run` then lasts until :meth:`stop` (or its timeout).
     """
 
     def __init__(self, settings: Settings, app: App, *, streams: Sequence[StreamSpec] | None = None,
                  clock: Clock | None = None, load: LoadModels | None = None, device: str = "cpu",
                  scheduler: SchedulerConfig = EMBEDDED_SCHEDULER, sql: tuple[str, int, str] | None = None,
-                 fresh: bool = False, report_every_s: float = 2.0, concurrency: int = 64) -> None:
+                 fresh: bool = False, report_every_s: float = 2.0, concurrency: int = 64,
+                 ingest: bool = True) -> None:
         self.settings = settings.model_copy(update={"bus": "memory"})
         self.app, self.clock = app, clock or MonotonicClock()
         self.bus = MemoryBus(clock=self.clock)
@@ -151,7 +155,7 @@ class Embedded:
                 rows = [r for r in registry.list() if r.state == "enabled" and app.name in r.spec.apps]
                 names = {r.spec.name for r in rows}
                 self.specs = [r.spec for r in rows]
-            if not names:
+            if not names and ingest:
                 raise ConfigError(f"app {app.name}: no stream to run on; give --stream URL or register one with "
                                   f"`vidnexus streams add NAME URL --app {app.name}`")
             self.names = names
@@ -165,6 +169,7 @@ class Embedded:
             self.sink = SinkRole(self.settings, bus=self.bus, store=self.store, clock=self.clock, max_delay_s=0.5)
             self.worker = WorkerRole(self.settings, app, bus=self.bus, clock=self.clock, concurrency=concurrency,
                                      report_every_s=report_every_s, worker_id="embedded")
+            self.ingesting = ingest
             self.ingest = IngestRole(self.settings, bus=self.bus, store=self.store, clock=self.clock, poll_s=0.5,
                                      only=lambda s: s.name in names)
             self.endpoint = None
@@ -192,7 +197,7 @@ class Embedded:
         self.executor.start()  # models loaded before the first frame arrives
         if self.endpoint is not None:
             self.endpoint.start()
-        threads = {
+        threads: dict[str, threading.Thread] = {
             "executor": threading.Thread(target=self.executor.run, args=(stops["executor"],), name="vnx-executor"),
             "scheduler": threading.Thread(target=self.scheduler.run, args=(stops["scheduler"],), name="vnx-scheduler"),
             "sink": threading.Thread(target=self.sink.run, args=(stops["sink"],), name="vnx-sink"),
@@ -200,6 +205,9 @@ class Embedded:
             "ingest": threading.Thread(target=lambda: self.ingest.run(stops["ingest"], once=until_done),
                                        name="vnx-ingest"),
         }
+        if not self.ingesting:
+            until_done = False
+            del threads["ingest"]
         for t in threads.values():
             t.daemon = True
             t.start()
@@ -207,11 +215,11 @@ class Embedded:
         deadline = None if timeout_s is None else started + timeout_s
         try:
             while not self._stop.is_set():
-                ingesting = threads["ingest"].is_alive()
+                ingesting = "ingest" in threads and threads["ingest"].is_alive()
                 published = sum(s.published for s in self.ingest.statuses())
                 if progress is not None:
                     progress(self.worker.stats.frames, published, ingesting)
-                if not ingesting and self.worker.stats.frames >= published:
+                if self.ingesting and not ingesting and self.worker.stats.frames >= published:
                     break
                 if any(not threads[r].is_alive() for r in ("worker", "sink", "executor")):
                     dead = [r for r in ("worker", "sink", "executor") if not threads[r].is_alive()]
@@ -227,7 +235,8 @@ class Embedded:
                 stops[name].set()
                 if name == "ingest":
                     self.ingest.stop()
-                threads[name].join(timeout=60)
+                if name in threads:
+                    threads[name].join(timeout=60)
             if self.endpoint is not None:
                 self.endpoint.stop()
             self._elapsed_s = self.clock.now() - started

@@ -9,7 +9,9 @@ VNX_KAFKA_BOOTSTRAP and VNX_CLICKHOUSE_URL set):
     python -m tests.integration.tools.app_slo game --streams 1 2 3 --seconds 30 --json out.json
 
 Prints, per stream count, the frames' outcomes and the end-to-end latency (ingest to outcome) of
-the frames answered in full, with the machine and the command.
+the frames answered in full, with the machine and the command. `vidnexus bench apps`
+(vidnexus/benchmarks/apps_bench.py) is its successor as a benchmark: the same trials for every app,
+over Kafka and embedded, with a search for each one's capacity.
 """
 
 from __future__ import annotations
