@@ -58,7 +58,7 @@ PURE = [
     "contracts/plans.py", "contracts/stats.py", "contracts/reports.py",
     "gpu_executor/batching.py", "gpu_executor/policies.py", "gpu_executor/early_drop.py",
     "gpu_executor/lazy_drop.py", "gpu_executor/fifo.py", "gpu_executor/backend.py",
-    "control/squishy.py", "control/latency_split.py", "control/query_analysis.py", "control/epochs.py",
+    "control/squishy.py", "control/packing.py", "control/latency_split.py", "control/query_analysis.py", "control/epochs.py",
     "control/baselines.py", "control/plans.py", "control/scheduler.py",
     "specialization/weg.py",
     "streams/sampling.py", "streams/spec.py", "streams/media_verdicts.py",

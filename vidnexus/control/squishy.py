@@ -19,11 +19,10 @@ from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from vidnexus.contracts.profile import Profile
+from vidnexus.control.packing import EPS, Bin, Item, LatencyTable, latency_table, make_item, pack, saturated_batch
 
 __all__ = ["SessionLoad", "Allocation", "Node", "Plan", "plan", "saturate", "residue", "merge_nodes", "one_more_saturated",
-           "lower_bound"]
-
-EPS = 1e-9
+           "lower_bound", "split", "Split", "bin_node", "EPS"]
 
 
 @dataclass(frozen=True)
@@ -105,54 +104,56 @@ class Plan:
         return bad
 
 
-def saturate(s: SessionLoad, p: Profile) -> tuple[int, float]:
-    """(B, T): the largest batch with 2ℓ(B) ≤ SLO and its throughput; (0, 0) if none."""
-    b = p.max_batch_within(s.slo_s / 2 + EPS)
-    return (b, p.throughput(b)) if b else (0, 0.0)
+def _table(p: Profile, k_std: float) -> LatencyTable:
+    return latency_table(p, k_std)
 
 
-def residue(s: SessionLoad, rate: float, p: Profile) -> Node | None:
+def saturate(s: SessionLoad, p: Profile, k_std: float = 1.0) -> tuple[int, float]:
+    """(B, T): the batch a whole device runs back to back within the SLO (2ℓ(B) ≤ SLO) at the highest
+    throughput, and that throughput; (0, 0) if none. ℓ is the planning latency (mean + ``k_std`` ×
+    std, see :func:`~vidnexus.control.packing.latency_table`)."""
+    t = _table(p, k_std)
+    b = saturated_batch(t, s.slo_s)
+    return (b, b / t.lat[b]) if b else (0, 0.0)
+
+
+def _node(x: Item, d: float, b: int) -> Node:
+    return Node(d, (Allocation(x.sid, x.model, b, x.rate, x.lat[b], x.slo, x.mem),))
+
+
+def residue(s: SessionLoad, rate: float, p: Profile, k_std: float = 1.0) -> Node | None:
     """The residual node of ``rate`` req/s: the largest b with ℓ(b) + b/r ≤ SLO, duty cycle d = b/r.
 
     A rate so low that even one request takes longer than the SLO to arrive (ℓ(1) + 1/r > SLO) runs
     at b = 1 on the longest duty cycle the SLO allows, d = SLO − ℓ(1), which serves 1/d ≥ r.
     None when no batch fits (ℓ(1) > SLO/2 at this rate, or the device could not keep up).
     """
-    best = 0
-    for b in range(1, p.max_batch + 1):
-        d = b / rate
-        if p.latency(b) + d <= s.slo_s + EPS and p.latency(b) <= d + EPS:
-            best = b
-        elif p.latency(b) + d > s.slo_s + EPS:
-            break
-    if best:
-        d = best / rate
-    else:
-        d = s.slo_s - p.latency(1)
-        if d < p.latency(1) - EPS or 1 / d < rate:
-            return None
-        best = 1
-    return Node(d, (Allocation(s.session_id, s.model, best, rate, p.latency(best), s.slo_s, s.memory_bytes),))
+    x = make_item(s.session_id, s.model, s.slo_s, rate, _table(p, k_std), s.memory_bytes)
+    return None if x is None else _node(x, x.d, x.b)
 
 
-def one_more_saturated(s: SessionLoad, rest: float, p: Profile) -> Node | None:
+def one_more_saturated(s: SessionLoad, rest: float, p: Profile, k_std: float = 1.0) -> Node | None:
     """A residual just under the saturated throughput may fit no shared duty cycle but still fits a
     whole device running batch B back to back (worst case 2ℓ(B) ≤ SLO)."""
-    b, t = saturate(s, p)
-    if not b or rest > t + 1e-9:
+    t = _table(p, k_std)
+    b = saturated_batch(t, s.slo_s)
+    if not b or rest > b / t.lat[b] + 1e-9:
         return None
-    return Node(p.latency(b), (Allocation(s.session_id, s.model, b, rest, p.latency(b), s.slo_s, s.memory_bytes),),
+    return Node(t.lat[b], (Allocation(s.session_id, s.model, b, rest, t.lat[b], s.slo_s, s.memory_bytes),),
                 saturated=True)
 
 
-def merge_nodes(n1: Node, n2: Node, profiles: Mapping[str, Profile], memory_capacity: float = math.inf) -> Node | None:
+def merge_nodes(n1: Node, n2: Node, profiles: Mapping[str, Profile], memory_capacity: float = math.inf,
+                k_std: float = 1.0) -> Node | None:
     """Merge two residual nodes on the shorter duty cycle (Nexus MERGENODES), or None if infeasible."""
     d = min(n1.duty_cycle_s, n2.duty_cycle_s)
     allocs = []
+    tables: dict[str, LatencyTable] = {}
     for a in n1.allocations + n2.allocations:
+        t = tables.setdefault(a.model, _table(profiles[a.model], k_std))
         b = max(1, math.ceil(d * a.rate - 1e-6))  # integer batch that still meets the rate
-        lat = profiles[a.model].latency(b)
-        if d + lat > a.slo_s + EPS:
+        lat = t.lat[min(b, t.max_batch)]
+        if b > t.max_batch or d + lat > a.slo_s + EPS:
             return None
         allocs.append(replace(a, batch=b, latency_s=lat))
     node = Node(d, tuple(allocs))
@@ -161,62 +162,84 @@ def merge_nodes(n1: Node, n2: Node, profiles: Mapping[str, Profile], memory_capa
     return node
 
 
-def lower_bound(sessions: Sequence[SessionLoad], profiles: Mapping[str, Profile]) -> float:
-    """Σ R_i / T_i with T_i the saturated throughput: no plan uses fewer devices."""
+def lower_bound(sessions: Sequence[SessionLoad], profiles: Mapping[str, Profile], k_std: float = 1.0) -> float:
+    """Σ R_i / T_i with T_i the highest throughput a device can give session i within its SLO
+    (:func:`saturate`): no plan uses fewer devices."""
     total = 0.0
     for s in sessions:
-        _, t = saturate(s, profiles[s.model])
+        _, t = saturate(s, profiles[s.model], k_std)
         if t > 0:
             total += s.rate / t
     return total
+
+
+@dataclass(frozen=True)
+class Split:
+    """Saturate, then residue, for a list of sessions: what :func:`plan` and its baselines share."""
+
+    saturated: tuple[Node, ...]
+    items: tuple[Item, ...]
+    infeasible: tuple[tuple[str, str], ...]
+
+
+def split(sessions: Sequence[SessionLoad], profiles: Mapping[str, Profile], memory_capacity: float = math.inf,
+          k_std: float = 1.0) -> Split:
+    """Nexus SCHEDULESATURATE and the residual loads: ⌊R/T⌋ whole devices per session, the rest as
+    a residual :class:`~vidnexus.control.packing.Item` (or one more whole device when the rest fits no
+    shared cycle), and the sessions no batch size can serve within their SLO, with the reason."""
+    tables = {m: _table(profiles[m], k_std) for m in {s.model for s in sessions}}
+    nodes: list[Node] = []
+    items: list[Item] = []
+    infeasible: list[tuple[str, str]] = []
+    for s in sessions:
+        if s.rate <= 0:
+            continue
+        if s.memory_bytes > memory_capacity:
+            infeasible.append((s.session_id, f"model {s.model} needs {s.memory_bytes} bytes, devices hold {memory_capacity:.0f}"))
+            continue
+        t = tables[s.model]
+        b_sat = saturated_batch(t, s.slo_s)
+        rest = s.rate
+        if b_sat:
+            t_sat = b_sat / t.lat[b_sat]
+            whole = int(s.rate // t_sat)
+            if whole:
+                node = Node(t.lat[b_sat], (Allocation(s.session_id, s.model, b_sat, t_sat, t.lat[b_sat], s.slo_s,
+                                                      s.memory_bytes),), saturated=True)
+                nodes.extend([node] * whole)
+            rest = s.rate - whole * t_sat
+        if rest <= 1e-9:
+            continue
+        x = make_item(s.session_id, s.model, s.slo_s, rest, t, s.memory_bytes)
+        if x is not None:
+            items.append(x)
+            continue
+        if b_sat and rest <= b_sat / t.lat[b_sat] + 1e-9:
+            nodes.append(Node(t.lat[b_sat], (Allocation(s.session_id, s.model, b_sat, rest, t.lat[b_sat], s.slo_s,
+                                                        s.memory_bytes),), saturated=True))
+            continue
+        infeasible.append((s.session_id, f"no batch size of {s.model} meets the {s.slo_s * 1000:.0f} ms SLO "
+                                         f"at {rest:.1f} req/s (ℓ(1) = {t.lat[1] * 1000:.1f} ms)"))
+    return Split(tuple(nodes), tuple(items), tuple(infeasible))
+
+
+def bin_node(bn: Bin, device_id: str | None = None) -> Node:
+    """The :class:`Node` of a packed bin."""
+    allocs = tuple(Allocation(x.sid, x.model, b, x.rate, x.lat[b], x.slo, x.mem)
+                   for x, b in zip(bn.items, bn.batches()))
+    return Node(bn.d, allocs, device_id=device_id)
 
 
 def plan(
     sessions: Sequence[SessionLoad],
     profiles: Mapping[str, Profile],
     memory_capacity: float = math.inf,
+    *,
+    k_std: float = 1.0,
 ) -> Plan:
-    """Nexus Algorithm 1. Sessions that no batch size can serve within their SLO are reported in
-    ``infeasible`` with the reason; everything else is placed."""
-    nodes: list[Node] = []
-    infeasible: list[tuple[str, str]] = []
-    residuals: list[Node] = []
-    for s in sessions:
-        p = profiles[s.model]
-        if s.rate <= 0:
-            continue
-        if s.memory_bytes > memory_capacity:
-            infeasible.append((s.session_id, f"model {s.model} needs {s.memory_bytes} bytes, devices hold {memory_capacity:.0f}"))
-            continue
-        b_sat, t_sat = saturate(s, p)
-        rest = s.rate
-        if b_sat:
-            whole = int(s.rate // t_sat)
-            alloc = Allocation(s.session_id, s.model, b_sat, t_sat, p.latency(b_sat), s.slo_s, s.memory_bytes)
-            nodes.extend(Node(p.latency(b_sat), (alloc,), saturated=True) for _ in range(whole))
-            rest = s.rate - whole * t_sat
-        if rest <= 1e-9:
-            continue
-        node = residue(s, rest, p) or one_more_saturated(s, rest, p)
-        if node is None:
-            infeasible.append((s.session_id, f"no batch size of {s.model} meets the {s.slo_s * 1000:.0f} ms SLO "
-                                             f"at {rest:.1f} req/s (ℓ(1) = {p.latency(1) * 1000:.1f} ms)"))
-            continue
-        residuals.append(node)
-    residuals.sort(key=lambda n: n.occupancy, reverse=True)
-    placed: list[Node] = []
-    for r in residuals:
-        best_i, best = -1, None
-        for i, n in enumerate(placed):
-            # Shrinking a batch never lowers its occupancy while ℓ(b)/b does not grow as b shrinks,
-            # so a merge whose occupancies already sum past 1 cannot fit: skip it cheaply.
-            if n.occupancy + r.occupancy > 1 + 1e-6:
-                continue
-            m = merge_nodes(n, r, profiles, memory_capacity)
-            if m is not None and (best is None or m.occupancy > best.occupancy):
-                best_i, best = i, m
-        if best is None:
-            placed.append(r)
-        else:
-            placed[best_i] = best
-    return Plan(tuple(nodes + placed), tuple(infeasible))
+    """Nexus Algorithm 1, with the planning latency mean + ``k_std`` × std. Sessions that no batch
+    size can serve within their SLO are reported in ``infeasible`` with the reason; everything else
+    is placed. The residual loads are packed by :func:`~vidnexus.control.packing.pack`."""
+    sp = split(sessions, profiles, memory_capacity, k_std)
+    bins = pack(sp.items, memory_capacity)
+    return Plan(sp.saturated + tuple(bin_node(bn) for bn in bins), sp.infeasible)
