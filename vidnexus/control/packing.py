@@ -84,61 +84,70 @@ def saturated_batch(t: LatencyTable, slo_s: float) -> int:
 
 
 class Item:
-    """One residual load: ``b`` and ``d`` are its own batch and duty cycle, ``w`` = ℓ(b)."""
+    """One residual load: its own batch ``b`` on its own duty cycle ``d`` (the cycle of least
+    occupancy ``occ`` = ℓ(b)/d), ``w`` = ℓ(b), and ``cap``, the longest duty cycle its SLO allows
+    (d + ℓ(⌈d·r⌉) ≤ L, which only tightens as d grows)."""
 
-    __slots__ = ("sid", "model", "slo", "rate", "mem", "lat", "b", "d", "w", "occ")
+    __slots__ = ("sid", "model", "slo", "rate", "mem", "lat", "b", "d", "w", "occ", "cap")
 
     def __init__(self, sid: str, model: str, slo: float, rate: float, mem: int, lat: tuple[float, ...],
-                 b: int, d: float) -> None:
+                 b: int, d: float, cap: float) -> None:
         self.sid, self.model, self.slo, self.rate, self.mem, self.lat = sid, model, slo, rate, mem, lat
-        self.b, self.d, self.w = b, d, lat[b]
+        self.b, self.d, self.w, self.cap = b, d, lat[b], cap
         self.occ = self.w / d
 
     def batch_at(self, d: float) -> int:
-        """The batch that serves the rate at duty cycle d ≤ own d."""
+        """The batch that serves the rate at duty cycle d."""
         return max(1, math.ceil(d * self.rate - RATE_EPS))
 
     def __repr__(self) -> str:
-        return f"Item({self.sid!r}, b={self.b}, d={self.d:.4f}, occ={self.occ:.3f})"
+        return f"Item({self.sid!r}, b={self.b}, d={self.d:.4f}, cap={self.cap:.4f}, occ={self.occ:.3f})"
 
 
 def make_item(sid: str, model: str, slo: float, rate: float, t: LatencyTable, mem: int = 0) -> Item | None:
-    """The residual load of ``rate`` req/s (Nexus SCHEDULERESIDUE): the largest b with
-    ℓ(b) + b/r ≤ SLO and ℓ(b) ≤ b/r, on duty cycle d = b/r. A rate so low that even one request takes
-    longer than the SLO to arrive runs at b = 1 on the longest cycle the SLO allows, d = SLO − ℓ(1).
-    None when no batch fits."""
+    """The residual load of ``rate`` req/s (Nexus SCHEDULERESIDUE, generalised): the longest duty
+    cycle the SLO allows, cap = max d with d + ℓ(⌈d·r⌉) ≤ L, and on it or the batch boundaries
+    just below it (d = b/r), the cycle of least occupancy ℓ(⌈d·r⌉)/d ≤ 1. Nexus's rule (the largest b
+    with ℓ(b) + b/r ≤ L) is one of those boundaries; a rate so low that even one request takes
+    longer than the SLO to arrive runs at b = 1 on d = SLO − ℓ(1). None when nothing fits."""
     lat = t.lat
-    lo, hi = 0, t.max_batch  # largest b with ℓ(b) + b/r ≤ SLO (non-decreasing in b)
+    top = t.max_batch
+    lo, hi = 0, top  # largest b whose interval ((b−1)/r, b/r] holds a feasible d
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if lat[mid] + mid / rate <= slo + EPS:
+        if (mid - 1) / rate + lat[mid] < slo - EPS:
             lo = mid
         else:
             hi = mid - 1
-    b = lo
-    while b and lat[b] > b / rate + EPS:  # the device could not keep up at this batch
-        b -= 1
-    if b:
-        return Item(sid, model, slo, rate, mem, lat, b, b / rate)
-    d = slo - lat[1]
-    if d < lat[1] - EPS or 1 / d < rate:
+    if lo == 0:
         return None
-    return Item(sid, model, slo, rate, mem, lat, 1, d)
+    cap = min(lo / rate, slo - lat[lo])
+    best_b, best_d, best_occ = 0, 0.0, math.inf
+    for k in (lo, lo - 1, lo - 2):
+        if k < 1:
+            break
+        d = cap if k == lo else k / rate
+        if lat[k] <= d + EPS and lat[k] / d < best_occ - 1e-12:
+            best_b, best_d, best_occ = k, d, lat[k] / d
+    if not best_b:
+        return None
+    return Item(sid, model, slo, rate, mem, lat, best_b, best_d, cap)
 
 
 class Bin:
-    """One shared device: its items, their batches and latencies at duty cycle ``d``."""
+    """One shared device: its items and their latencies ``ws`` at duty cycle ``d`` (≤ ``cap``, the
+    longest cycle every item's SLO allows)."""
 
-    __slots__ = ("d", "busy", "items", "ws", "mem", "mem_total", "key")
+    __slots__ = ("d", "cap", "busy", "items", "ws", "mem", "mem_total")
 
     def __init__(self, item: Item) -> None:
         self.d = item.d
+        self.cap = item.cap
         self.busy = item.w
         self.items = [item]
         self.ws = [item.w]
         self.mem = {item.model: item.mem}
         self.mem_total = item.mem
-        self.key = 0.0
 
     @property
     def free(self) -> float:
@@ -151,27 +160,40 @@ class Bin:
     def batches(self) -> list[int]:
         return [x.batch_at(self.d) for x in self.items]
 
-    def mem_with(self, x: Item) -> int:
-        return self.mem_total if x.model in self.mem else self.mem_total + x.mem
-
-    def try_add(self, x: Item, cap: float) -> tuple[float, float] | None:
-        """(duty cycle, busy time) of this bin with ``x`` added, or None if it does not fit."""
-        if self.mem_with(x) > cap:
-            return None
-        if x.d >= self.d:
-            w = x.lat[x.batch_at(self.d)]
-            busy = self.busy + w
-            return (self.d, busy) if busy <= self.d + EPS else None
-        d = x.d  # the bin shrinks to x's cycle: every batch shrinks with it
-        busy = x.w
+    def busy_at(self, d: float, limit: float = math.inf) -> float:
+        """Busy time of the items on duty cycle d (stops counting past ``limit``)."""
+        busy = 0.0
         for y in self.items:
             busy += y.lat[y.batch_at(d)]
-            if busy > d + EPS:
-                return None
-        return d, busy
+            if busy > limit:
+                break
+        return busy
+
+    def try_add(self, x: Item, cap: float) -> tuple[float, float] | None:
+        """(duty cycle, busy time) of the best way to add ``x``, or None if it does not fit: on the
+        shorter of the two own cycles (Nexus MERGENODES) or stretched to the longest both allow."""
+        if (self.mem_total if x.model in self.mem else self.mem_total + x.mem) > cap:
+            return None
+        best: tuple[float, float] | None = None
+        if x.d >= self.d:  # x runs on this bin's cycle: only its own batch to look up
+            busy = self.busy + x.lat[x.batch_at(self.d)]
+            if busy <= self.d + EPS:
+                best = (self.d, busy)
+        else:
+            d = x.d
+            busy = x.w + self.busy_at(d, d + EPS)
+            if busy <= d + EPS:
+                best = (d, busy)
+        d = min(self.cap, x.cap)
+        if best is None or d > best[0] + EPS:
+            busy = x.lat[x.batch_at(d)] + self.busy_at(d, d + EPS)
+            if busy <= d + EPS and (best is None or busy / d < best[1] / best[0]):
+                best = (d, busy)
+        return best
 
     def add(self, x: Item, d: float) -> None:
         self.items.append(x)
+        self.cap = min(self.cap, x.cap)
         if d != self.d:
             self.d = d
             self.ws = [y.lat[y.batch_at(d)] for y in self.items]
@@ -190,17 +212,29 @@ class Bin:
         del self.items[i]
         del self.ws[i]
         self.busy = sum(self.ws)
+        self.cap = min(y.cap for y in self.items) if self.items else math.inf
         if all(y.model != x.model for y in self.items):
             self.mem_total -= self.mem.pop(x.model)
 
     def relevel(self) -> None:
-        """Lengthen the duty cycle to the longest every item allows (its own d) when the batches
-        that come with it still fit: larger batches, less busy time per request."""
-        d = min(x.d for x in self.items)
-        if d > self.d + EPS:
-            ws = [x.lat[x.batch_at(d)] for x in self.items]
-            if sum(ws) <= d + EPS:
-                self.d, self.ws, self.busy = d, ws, sum(ws)
+        """Move to the duty cycle of least occupancy among the longest allowed (``cap``) and, for
+        each item, the last batch boundary below it (larger batches: less busy time per request)."""
+        cands = {self.cap}
+        for y in self.items:
+            k = math.floor(self.cap * y.rate + RATE_EPS)
+            if k >= 1:
+                cands.add(k / y.rate)
+        best_d, best_occ = self.d, self.busy / self.d
+        for d in cands:
+            if d <= 0:
+                continue
+            busy = self.busy_at(d, d + EPS)
+            if busy <= d + EPS and busy / d < best_occ - 1e-12:
+                best_d, best_occ = d, busy / d
+        if best_d != self.d:
+            self.d = best_d
+            self.ws = [y.lat[y.batch_at(best_d)] for y in self.items]
+            self.busy = sum(self.ws)
 
 
 def _best_fit(items: Sequence[Item], cap: float, window: int) -> list[Bin]:
@@ -273,7 +307,7 @@ def _repack(bins: list[Bin], cap: float, tries: int) -> list[Bin]:
             trial[id(best)] = (best_d, best_occ * best_d, extra)
         if ok:
             for x, bn, d in moves:
-                bn.add(x, min(d, bn.d))
+                bn.add(x, d)
             bins = sorted(others, key=lambda b: b.occupancy)
             failed = 0
             i = 0
@@ -285,7 +319,7 @@ def _repack(bins: list[Bin], cap: float, tries: int) -> list[Bin]:
 
 def _try_with(bn: Bin, trial: dict[int, tuple[float, float, list[Item]]], x: Item, cap: float
               ) -> tuple[float, float] | None:
-    """``bn.try_add(x)`` after the items this repack already sent to ``bn``."""
+    """``bn.try_add(x)`` after the items this repack already sent to ``bn`` (on their cycle)."""
     pending = trial.get(id(bn))
     if pending is None:
         return bn.try_add(x, cap)
@@ -293,9 +327,13 @@ def _try_with(bn: Bin, trial: dict[int, tuple[float, float, list[Item]]], x: Ite
     mem = bn.mem_total + sum({y.model: y.mem for y in extra + [x] if y.model not in bn.mem}.values())
     if mem > cap:
         return None
-    d = min(d0, x.d)
-    busy = sum(y.lat[y.batch_at(d)] for y in bn.items + extra + [x])
-    return (d, busy) if busy <= d + EPS else None
+    group = bn.items + extra + [x]
+    best: tuple[float, float] | None = None
+    for d in {min(d0, x.d), min(min(y.cap for y in group), d0 if x.d >= d0 else x.cap)}:
+        busy = sum(y.lat[y.batch_at(d)] for y in group)
+        if busy <= d + EPS and (best is None or busy / d < best[1] / best[0]):
+            best = (d, busy)
+    return best
 
 
 def pack(items: Sequence[Item], memory_capacity: float = math.inf, *, window: int = 16, restarts: int | None = None,
