@@ -32,7 +32,8 @@ from typing import Sequence
 
 from vidnexus.contracts.profile import Profile
 
-__all__ = ["LatencyTable", "latency_table", "Item", "make_item", "Bin", "pack", "saturated_batch", "EPS"]
+__all__ = ["LatencyTable", "latency_table", "Item", "make_item", "Bin", "pack", "best_fit", "repack",
+           "saturated_batch", "EPS"]
 
 EPS = 1e-9
 RATE_EPS = 1e-6
@@ -138,9 +139,10 @@ class Bin:
     """One shared device: its items and their latencies ``ws`` at duty cycle ``d`` (≤ ``cap``, the
     longest cycle every item's SLO allows)."""
 
-    __slots__ = ("d", "cap", "busy", "items", "ws", "mem", "mem_total")
+    __slots__ = ("d", "cap", "busy", "items", "ws", "mem", "mem_total", "tag")
 
-    def __init__(self, item: Item) -> None:
+    def __init__(self, item: Item, tag: str | None = None) -> None:
+        self.tag = tag  # the device it runs on, when known
         self.d = item.d
         self.cap = item.cap
         self.busy = item.w
@@ -237,13 +239,13 @@ class Bin:
             self.busy = sum(self.ws)
 
 
-def _best_fit(items: Sequence[Item], cap: float, window: int) -> list[Bin]:
+def best_fit(items: Sequence[Item], cap: float = math.inf, window: int = 16, bins: Sequence[Bin] = ()) -> list[Bin]:
     """Place each item into the feasible bin of highest resulting occupancy (Nexus best fit),
     looking at the ``window`` fullest bins that have at least the idle time x needs at the
-    shortest duty cycle anywhere (ℓ(1))."""
-    bins: list[Bin] = []
-    frees: list[float] = []  # bins sorted by idle time, ascending
-    order: list[Bin] = []
+    shortest duty cycle anywhere (ℓ(1)); ``bins`` are already open (they are updated in place)."""
+    bins = list(bins)
+    order = sorted(bins, key=lambda b: b.free)  # bins by idle time, ascending
+    frees = [b.free for b in order]
     for x in items:
         best: Bin | None = None
         best_occ, best_d = -1.0, 0.0
@@ -280,7 +282,7 @@ def _index(order: list[Bin], frees: list[float], bn: Bin) -> int:
     return k
 
 
-def _repack(bins: list[Bin], cap: float, tries: int) -> list[Bin]:
+def repack(bins: Sequence[Bin], cap: float = math.inf, tries: int = 3) -> list[Bin]:
     """Local search: empty the emptiest bin into the others (best fit, largest item first) when
     every item finds a place; stop after ``tries`` bins in a row that would not empty."""
     bins = sorted(bins, key=lambda b: b.occupancy)
@@ -344,13 +346,13 @@ def pack(items: Sequence[Item], memory_capacity: float = math.inf, *, window: in
         return []
     cap = memory_capacity
     order = sorted(items, key=lambda x: x.occ, reverse=True)
-    best = _finish(_best_fit(order, cap, window), cap)
+    best = _finish(best_fit(order, cap, window), cap)
     n = len(items)
     extra = restarts if restarts is not None else (24 if n <= 32 else 8 if n <= 128 else 0)
     rng = random.Random(seed)
     for _ in range(extra):
         jittered = sorted(items, key=lambda x: x.occ * rng.uniform(0.7, 1.3), reverse=True)
-        cand = _finish(_best_fit(jittered, cap, window), cap)
+        cand = _finish(best_fit(jittered, cap, window), cap)
         if len(cand) < len(best):
             best = cand
     return best
@@ -359,4 +361,4 @@ def pack(items: Sequence[Item], memory_capacity: float = math.inf, *, window: in
 def _finish(bins: list[Bin], cap: float) -> list[Bin]:
     for bn in bins:
         bn.relevel()
-    return _repack(bins, cap, tries=3)
+    return repack(bins, cap, tries=3)
