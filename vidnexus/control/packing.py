@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import math
 import random
+from math import ceil
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -37,6 +38,12 @@ __all__ = ["LatencyTable", "latency_table", "Item", "make_item", "Bin", "pack", 
 
 EPS = 1e-9
 RATE_EPS = 1e-6
+WINDOW = 4
+"""Best fit looks for this many feasible bins (Nexus looks at all); 1 (the fullest that fits) above
+``LARGE`` items, where more buys nothing measurable and costs time."""
+LARGE = 2000
+SCAN = 1 << 30
+"""… among at most this many candidates."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,8 @@ class LatencyTable:
     """ℓ(b) for b = 1 … max_batch as planned: ``lat[b]`` (``lat[0]`` is 0)."""
 
     lat: tuple[float, ...]
+    per_request: tuple[float, ...] = ()
+    """``per_request[k]`` = min over j ≤ k of ℓ(j)/j: the least busy time per request up to batch k."""
 
     @property
     def max_batch(self) -> int:
@@ -66,7 +75,10 @@ def latency_table(p: Profile, k_std: float = 1.0) -> LatencyTable:
         v = mean + k_std * (p.planning_latency(b) - mean) if k_std else mean
         top = max(top, v)
         out.append(round(top, 12))
-    return LatencyTable(tuple(out))
+    per = [math.inf]
+    for b in range(1, len(out)):
+        per.append(min(per[-1], out[b] / b))
+    return LatencyTable(tuple(out), tuple(per))
 
 
 def saturated_batch(t: LatencyTable, slo_s: float) -> int:
@@ -89,17 +101,20 @@ class Item:
     occupancy ``occ`` = ℓ(b)/d), ``w`` = ℓ(b), and ``cap``, the longest duty cycle its SLO allows
     (d + ℓ(⌈d·r⌉) ≤ L, which only tightens as d grows)."""
 
-    __slots__ = ("sid", "model", "slo", "rate", "mem", "lat", "b", "d", "w", "occ", "cap")
+    __slots__ = ("sid", "model", "slo", "rate", "mem", "lat", "b", "d", "w", "occ", "cap", "min_occ")
 
     def __init__(self, sid: str, model: str, slo: float, rate: float, mem: int, lat: tuple[float, ...],
-                 b: int, d: float, cap: float) -> None:
+                 b: int, d: float, cap: float, min_occ: float = 0.0) -> None:
         self.sid, self.model, self.slo, self.rate, self.mem, self.lat = sid, model, slo, rate, mem, lat
         self.b, self.d, self.w, self.cap = b, d, lat[b], cap
         self.occ = self.w / d
+        self.min_occ = min_occ
+        """The least occupancy of this load on any duty cycle its SLO allows (a bound, for pruning)."""
 
     def batch_at(self, d: float) -> int:
         """The batch that serves the rate at duty cycle d."""
-        return max(1, math.ceil(d * self.rate - RATE_EPS))
+        b = ceil(d * self.rate - RATE_EPS)
+        return b if b > 0 else 1
 
     def __repr__(self) -> str:
         return f"Item({self.sid!r}, b={self.b}, d={self.d:.4f}, cap={self.cap:.4f}, occ={self.occ:.3f})"
@@ -132,7 +147,9 @@ def make_item(sid: str, model: str, slo: float, rate: float, t: LatencyTable, me
             best_b, best_d, best_occ = k, d, lat[k] / d
     if not best_b:
         return None
-    return Item(sid, model, slo, rate, mem, lat, best_b, best_d, cap)
+    # At d = k/r the occupancy is r·ℓ(k)/k; between two such points it is higher.
+    least = min(lat[lo] / cap, rate * t.per_request[lo - 1]) if lo > 1 and t.per_request else lat[lo] / cap
+    return Item(sid, model, slo, rate, mem, lat, best_b, best_d, cap, min(least, best_occ))
 
 
 class Bin:
@@ -166,19 +183,22 @@ class Bin:
         """Busy time of the items on duty cycle d (stops counting past ``limit``)."""
         busy = 0.0
         for y in self.items:
-            busy += y.lat[y.batch_at(d)]
+            b = ceil(d * y.rate - RATE_EPS)
+            busy += y.lat[b if b > 0 else 1]
             if busy > limit:
                 break
         return busy
 
-    def try_add(self, x: Item, cap: float) -> tuple[float, float] | None:
+    def try_add(self, x: Item, cap: float, stretch: bool = True) -> tuple[float, float] | None:
         """(duty cycle, busy time) of the best way to add ``x``, or None if it does not fit: on the
-        shorter of the two own cycles (Nexus MERGENODES) or stretched to the longest both allow."""
+        shorter of the two own cycles (Nexus MERGENODES) or, with ``stretch``, on the longest cycle
+        both allow when that is better."""
         if (self.mem_total if x.model in self.mem else self.mem_total + x.mem) > cap:
             return None
         best: tuple[float, float] | None = None
         if x.d >= self.d:  # x runs on this bin's cycle: only its own batch to look up
-            busy = self.busy + x.lat[x.batch_at(self.d)]
+            b = ceil(self.d * x.rate - RATE_EPS)
+            busy = self.busy + x.lat[b if b > 0 else 1]
             if busy <= self.d + EPS:
                 best = (self.d, busy)
         else:
@@ -187,7 +207,7 @@ class Bin:
             if busy <= d + EPS:
                 best = (d, busy)
         d = min(self.cap, x.cap)
-        if best is None or d > best[0] + EPS:
+        if stretch and (best is None or d > best[0] + EPS):
             busy = x.lat[x.batch_at(d)] + self.busy_at(d, d + EPS)
             if busy <= d + EPS and (best is None or busy / d < best[1] / best[0]):
                 best = (d, busy)
@@ -239,120 +259,126 @@ class Bin:
             self.busy = sum(self.ws)
 
 
-def best_fit(items: Sequence[Item], cap: float = math.inf, window: int = 16, bins: Sequence[Bin] = ()) -> list[Bin]:
-    """Place each item into the feasible bin of highest resulting occupancy (Nexus best fit),
-    looking at the ``window`` fullest bins that have at least the idle time x needs at the
-    shortest duty cycle anywhere (ℓ(1)); ``bins`` are already open (they are updated in place)."""
+class _Index:
+    """Bins in order of idle time (d − busy), for best-fit candidate search."""
+
+    def __init__(self, bins: Sequence[Bin]) -> None:
+        self.order = sorted(bins, key=lambda b: b.d - b.busy)
+        self.keys = [b.d - b.busy for b in self.order]
+
+    def remove(self, bn: Bin) -> None:
+        k = bisect.bisect_left(self.keys, bn.d - bn.busy)
+        while self.order[k] is not bn:
+            k += 1
+        del self.order[k], self.keys[k]
+
+    def insert(self, bn: Bin) -> None:
+        key = bn.d - bn.busy
+        k = bisect.bisect_left(self.keys, key)
+        self.order.insert(k, bn)
+        self.keys.insert(k, key)
+
+    def best(self, x: Item, cap: float, window: int, scan: int, skip: Bin | None = None
+             ) -> tuple[Bin, float] | None:
+        """The bin x fills best, and the duty cycle: among bins with at least ℓ(1) of x idle (the
+        least x can add), the fullest first, until ``window`` fit or ``scan`` were looked at; first
+        on Nexus's merge rule, then (for up to ``window`` bins) stretching the cycle."""
+        keys, order = self.keys, self.order
+        start = bisect.bisect_left(keys, x.lat[1] - EPS)
+        for stretch in (False, True):
+            best: Bin | None = None
+            best_occ, best_d = -1.0, 0.0
+            seen = 0
+            i = start
+            end = min(len(order), start + (scan if not stretch else window))
+            while i < end:
+                bn = order[i]
+                i += 1
+                if bn is skip:
+                    continue
+                r = bn.try_add(x, cap, stretch)
+                if r is None:
+                    continue
+                occ = r[1] / r[0]
+                if occ > best_occ:
+                    best, best_occ, best_d = bn, occ, r[0]
+                seen += 1
+                if seen >= window:
+                    break
+            if best is not None:
+                return best, best_d
+        return None
+
+
+def best_fit(items: Sequence[Item], cap: float = math.inf, window: int = 8, bins: Sequence[Bin] = (),
+             scan: int = 64) -> list[Bin]:
+    """Place each item into the feasible bin of highest resulting occupancy (Nexus best fit, on the
+    candidates of :meth:`_Index.best`), or a new bin; ``bins`` are already open (updated in place)."""
     bins = list(bins)
-    order = sorted(bins, key=lambda b: b.free)  # bins by idle time, ascending
-    frees = [b.free for b in order]
+    index = _Index(bins)
     for x in items:
-        best: Bin | None = None
-        best_occ, best_d = -1.0, 0.0
-        i = bisect.bisect_left(frees, x.lat[1] - EPS)
-        seen = 0
-        while i < len(order) and seen < window:
-            bn = order[i]
-            i += 1
-            r = bn.try_add(x, cap)
-            if r is None:
-                continue
-            seen += 1
-            occ = r[1] / r[0]
-            if occ > best_occ:
-                best, best_occ, best_d = bn, occ, r[0]
-        if best is None:
+        found = index.best(x, cap, window, scan)
+        if found is None:
             bn = Bin(x)
             bins.append(bn)
         else:
-            k = _index(order, frees, best)
-            del order[k], frees[k]
-            best.add(x, best_d)
-            bn = best
-        k = bisect.bisect_left(frees, bn.free)
-        order.insert(k, bn)
-        frees.insert(k, bn.free)
+            bn, d = found
+            index.remove(bn)
+            bn.add(x, d)
+        index.insert(bn)
     return bins
 
 
-def _index(order: list[Bin], frees: list[float], bn: Bin) -> int:
-    k = bisect.bisect_left(frees, bn.free)
-    while order[k] is not bn:
-        k += 1
-    return k
-
-
-def repack(bins: Sequence[Bin], cap: float = math.inf, tries: int = 3) -> list[Bin]:
-    """Local search: empty the emptiest bin into the others (best fit, largest item first) when
-    every item finds a place; stop after ``tries`` bins in a row that would not empty."""
-    bins = sorted(bins, key=lambda b: b.occupancy)
+def repack(bins: Sequence[Bin], cap: float = math.inf, tries: int = 8, window: int = 8, scan: int = 256
+           ) -> list[Bin]:
+    """Local search: empty the emptiest bins into the others (best fit, largest item first) when
+    every item of one finds a place; stop after ``tries`` bins in a row that would not empty."""
+    bins = list(bins)
+    index = _Index(bins)
     failed = 0
-    i = 0
-    while i < len(bins) and failed < tries and len(bins) > 1:
-        victim = bins[i]
-        others = bins[:i] + bins[i + 1:]
-        moves: list[tuple[Item, Bin, float]] = []
-        ok = True
-        trial: dict[int, tuple[float, float, list[Item]]] = {}
+    for victim in sorted(bins, key=lambda b: b.busy / b.d):
+        if failed >= tries or len(index.order) <= 1:
+            break
+        moved: list[tuple[Item, Bin]] = []
+        index.remove(victim)
         for x in sorted(victim.items, key=lambda y: y.occ, reverse=True):
-            best: Bin | None = None
-            best_occ, best_d = -1.0, 0.0
-            for bn in others:
-                r = _try_with(bn, trial, x, cap)
-                if r is not None and r[1] / r[0] > best_occ:
-                    best, best_occ, best_d = bn, r[1] / r[0], r[0]
-            if best is None:
-                ok = False
+            found = index.best(x, cap, window, scan)
+            if found is None:
                 break
-            moves.append((x, best, best_d))
-            extra = trial.get(id(best), (best.d, best.busy, []))[2] + [x]
-            trial[id(best)] = (best_d, best_occ * best_d, extra)
-        if ok:
-            for x, bn, d in moves:
-                bn.add(x, d)
-            bins = sorted(others, key=lambda b: b.occupancy)
+            bn, d = found
+            index.remove(bn)
+            bn.add(x, d)
+            index.insert(bn)
+            moved.append((x, bn))
+        if len(moved) == len(victim.items):
             failed = 0
-            i = 0
-        else:
-            failed += 1
-            i += 1
-    return bins
+            continue
+        for x, bn in moved:  # undo: the bins keep a feasible (maybe shorter) cycle, then relevel
+            index.remove(bn)
+            bn.remove(x)
+            bn.relevel()
+            index.insert(bn)
+        index.insert(victim)
+        failed += 1
+    return index.order
 
 
-def _try_with(bn: Bin, trial: dict[int, tuple[float, float, list[Item]]], x: Item, cap: float
-              ) -> tuple[float, float] | None:
-    """``bn.try_add(x)`` after the items this repack already sent to ``bn`` (on their cycle)."""
-    pending = trial.get(id(bn))
-    if pending is None:
-        return bn.try_add(x, cap)
-    d0, _, extra = pending
-    mem = bn.mem_total + sum({y.model: y.mem for y in extra + [x] if y.model not in bn.mem}.values())
-    if mem > cap:
-        return None
-    group = bn.items + extra + [x]
-    best: tuple[float, float] | None = None
-    for d in {min(d0, x.d), min(min(y.cap for y in group), d0 if x.d >= d0 else x.cap)}:
-        busy = sum(y.lat[y.batch_at(d)] for y in group)
-        if busy <= d + EPS and (best is None or busy / d < best[1] / best[0]):
-            best = (d, busy)
-    return best
-
-
-def pack(items: Sequence[Item], memory_capacity: float = math.inf, *, window: int = 16, restarts: int | None = None,
-         seed: int = 0) -> list[Bin]:
+def pack(items: Sequence[Item], memory_capacity: float = math.inf, *, restarts: int | None = None,
+         seed: int = 0, window: int | None = None, scan: int | None = None) -> list[Bin]:
     """Residual items onto as few devices as this finds (see the module docstring). ``restarts``
     extra shuffled orders are tried (default: more for fewer items), the best result kept."""
     if not items:
         return []
     cap = memory_capacity
+    window, scan = window or (WINDOW if len(items) <= LARGE else 1), scan or SCAN
     order = sorted(items, key=lambda x: x.occ, reverse=True)
-    best = _finish(best_fit(order, cap, window), cap)
+    best = _finish(best_fit(order, cap, window, scan=scan), cap)
     n = len(items)
     extra = restarts if restarts is not None else (24 if n <= 32 else 8 if n <= 128 else 0)
     rng = random.Random(seed)
     for _ in range(extra):
         jittered = sorted(items, key=lambda x: x.occ * rng.uniform(0.7, 1.3), reverse=True)
-        cand = _finish(best_fit(jittered, cap, window), cap)
+        cand = _finish(best_fit(jittered, cap, window, scan=scan), cap)
         if len(cand) < len(best):
             best = cand
     return best
@@ -361,4 +387,4 @@ def pack(items: Sequence[Item], memory_capacity: float = math.inf, *, window: in
 def _finish(bins: list[Bin], cap: float) -> list[Bin]:
     for bn in bins:
         bn.relevel()
-    return repack(bins, cap, tries=3)
+    return repack(bins, cap)
