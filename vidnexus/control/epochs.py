@@ -106,7 +106,8 @@ def replan(
             continue
         members = [items[a.session_id] for a in n.allocations if a.session_id in items and a.session_id not in placed]
         placed.update(x.sid for x in members)
-        bn, evicted = _keep(members, memory_capacity, n.device_id)
+        same = Bin.at(members, n.duty_cycle_s, memory_capacity, n.device_id)  # unchanged if it still fits
+        bn, evicted = (same, []) if same is not None else _keep(members, memory_capacity, n.device_id)
         if bn is not None:
             kept.append(bn)
         pool.extend(evicted)

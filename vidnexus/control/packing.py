@@ -168,6 +168,24 @@ class Bin:
         self.mem = {item.model: item.mem}
         self.mem_total = item.mem
 
+    @classmethod
+    def at(cls, items: Sequence[Item], d: float, memory_capacity: float = math.inf, tag: str | None = None
+           ) -> "Bin | None":
+        """These items on duty cycle d, if they fit there (SLOs, busy time, memory); else None."""
+        if not items or any(x.cap < d - EPS for x in items):
+            return None
+        bn = cls(items[0], tag)
+        for x in items[1:]:
+            bn.items.append(x)
+            bn.cap = min(bn.cap, x.cap)
+            if x.model not in bn.mem:
+                bn.mem[x.model] = x.mem
+                bn.mem_total += x.mem
+        bn.d = d
+        bn.ws = [x.lat[x.batch_at(d)] for x in items]
+        bn.busy = sum(bn.ws)
+        return bn if bn.busy <= d + EPS and bn.mem_total <= memory_capacity else None
+
     @property
     def free(self) -> float:
         return self.d - self.busy
