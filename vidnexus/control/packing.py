@@ -66,7 +66,7 @@ def latency_table(p: Profile, k_std: float = 1.0) -> LatencyTable:
 
     Example:
         >>> latency_table(Profile((1, 2, 4), (0.010, 0.009, 0.020), (0.001, 0.001, 0.002))).lat
-        (0.0, 0.011, 0.011, 0.0165, 0.022)
+        (0.0, 0.011, 0.011, 0.016, 0.022)
     """
     out = [0.0]
     top = 0.0

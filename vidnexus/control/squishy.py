@@ -1,13 +1,16 @@
 """Squishy bin packing (Nexus SOSP §6.1, Algorithm 1): place sessions on devices so each meets its
 SLO at the fewest devices, with device memory as a second capacity. Pure.
 
-A session S = ⟨model, SLO L, rate R⟩ with profile ℓ(b):
+A session S = ⟨model, SLO L, rate R⟩ with a planning profile ℓ(b) (mean + k·std, never falling as b
+grows: :func:`~vidnexus.control.packing.latency_table`):
 
-1. *Saturate*: B = max b with 2ℓ(B) ≤ L; T = B/ℓ(B); ⌊R/T⌋ whole devices run S at batch B.
-2. *Residue*: for the rest r, b = max b with ℓ(b) + b/r ≤ L; duty cycle d = b/r; occupancy ℓ(b)/d.
-3. Residual loads, by occupancy descending, merge best-fit into existing nodes: the merged duty cycle
-   is the smaller one, the other sessions' batches shrink to ⌈d·r⌉ (integer, still meeting the rate),
-   and the merge is feasible iff Σℓ(b) ≤ d, every session keeps d + ℓ(b) ≤ L, and memory fits.
+1. *Saturate*: B = the batch of highest throughput b/ℓ(b) with 2ℓ(B) ≤ L (Nexus takes the largest,
+   assuming throughput grows with b); T = B/ℓ(B); ⌊R/T⌋ whole devices run S at batch B.
+2. *Residue*: the rest r runs on a duty cycle d ≤ its SLO's limit (d + ℓ(⌈d·r⌉) ≤ L) at batch ⌈d·r⌉.
+3. Residual loads, by occupancy descending, merge best-fit into existing nodes: on the shorter duty
+   cycle (Nexus MERGENODES) or the longest both allow, every batch ⌈d·r⌉; feasible iff Σℓ ≤ d and
+   memory fits; then the emptiest nodes are emptied into the others where that works
+   (:mod:`vidnexus.control.packing`, which also says how it stays fast at 10,000 sessions).
 
 Example (Nexus Table 2): A at b=8 and B at b=4 share one device with a 125 ms duty cycle; C gets its own.
 """
