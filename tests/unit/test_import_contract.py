@@ -6,8 +6,7 @@ also those inside functions):
   and nothing below apps/ imports apps/;
 - no import cycles between modules;
 - decisions are pure: the policy modules import no torch, Kafka client, PyAV, faust, ClickHouse
-  client, asyncio, threading, time, OpenCV or numpy (``PURE_EXCEPTIONS`` lists the few allowed, with
-  their reason), and only other pure modules of vidnexus;
+  client, asyncio, threading, time, OpenCV or numpy, and only other pure modules of vidnexus;
 - only vidnexus/clock.py reads the system clock; the exceptions are listed with their reason.
 """
 
@@ -59,7 +58,7 @@ PURE = [
     "contracts/plans.py", "contracts/stats.py", "contracts/reports.py",
     "gpu_executor/batching.py", "gpu_executor/policies.py", "gpu_executor/early_drop.py",
     "gpu_executor/lazy_drop.py", "gpu_executor/fifo.py", "gpu_executor/backend.py",
-    "control/squishy.py", "control/latency_split.py", "control/query_analysis.py", "control/epochs.py",
+    "control/squishy.py", "control/packing.py", "control/latency_split.py", "control/query_analysis.py", "control/epochs.py",
     "control/baselines.py", "control/plans.py", "control/scheduler.py",
     "specialization/weg.py",
     "streams/sampling.py", "streams/spec.py", "streams/media_verdicts.py",
@@ -69,11 +68,6 @@ PURE = [
 ]
 FORBIDDEN = {"torch", "torchvision", "kafka", "aiokafka", "confluent_kafka", "av", "faust", "chdb",
              "clickhouse_driver", "asyncio", "time", "threading", "cv2", "numpy"}
-# Pure modules that may use one of those anyway, and why (none of them does I/O or reads a clock).
-PURE_EXCEPTIONS = {
-    ("control/squishy.py", "numpy"): "the packer tests a residual against every device at once (issue 20: "
-                                     "10,000 sessions planned in about a second)",
-}
 
 # Reading the system clock outside vidnexus/clock.py, and why it is right there.
 CLOCK_READERS = {
@@ -185,8 +179,7 @@ def test_policy_modules_are_pure(rel):
             roots |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             roots.add(node.module.split(".")[0])
-    banned = {r for r in roots & FORBIDDEN if (rel, r) not in PURE_EXCEPTIONS}
-    assert not banned, f"{rel} imports {sorted(banned)}"
+    assert not roots & FORBIDDEN, f"{rel} imports {sorted(roots & FORBIDDEN)}"
     pure = {"vidnexus." + p[:-3].replace("/", ".") for p in PURE}
     impure = [m for m in _vnx_imports(MODULES[rel]) if _module_of(m) is not None
               and "vidnexus." + _module_of(m)[:-3].replace("/", ".") not in pure]

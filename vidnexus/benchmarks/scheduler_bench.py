@@ -1,6 +1,8 @@
-"""Squishy bin packing vs the lower bound Σ R_i/T_i, the exact optimum (small instances) and the
-batch-oblivious baseline, on generated workloads: sessions over profiles measured on this machine,
-Zipf-0.9 rates, SLOs 50–400 ms. Also planning time at 1,000 sessions and at 10,000 (4 req/s each)."""
+"""Squishy bin packing vs the lower bound Σ R_i/T_i, the exact optimum (small instances, a MILP) and
+the batch-oblivious baseline, on generated workloads: sessions over profiles measured on this machine,
+Zipf-0.9 rates, SLOs 50–400 ms, planned on mean + 1 std latencies. Also planning time at 1,000
+sessions (40 req/s each on average) and at 10,000 sessions over about 1,000 devices (5 req/s each),
+and an incremental epoch (:func:`~vidnexus.control.epochs.replan`) at 10,000 sessions."""
 
 from __future__ import annotations
 
@@ -11,11 +13,14 @@ import time
 from typing import Any
 
 from vidnexus.benchmarks.machine import machine_info
-from vidnexus.control.baselines import batch_oblivious, exact_plan
 from vidnexus.contracts.profile import Profile
-from vidnexus.control.squishy import SessionLoad, lower_bound, plan
+from vidnexus.control.baselines import batch_oblivious, exact_plan
+from vidnexus.control.epochs import assign_devices, replan
+from vidnexus.control.squishy import Plan, SessionLoad, lower_bound, plan
 
-__all__ = ["run", "workload"]
+__all__ = ["run", "workload", "exact_small"]
+
+K_STD = 1.0
 
 
 def workload(n: int, profiles: dict[str, Profile], total_rate: float, seed: int) -> list[SessionLoad]:
@@ -34,6 +39,66 @@ def workload(n: int, profiles: dict[str, Profile], total_rate: float, seed: int)
     return out
 
 
+def exact_small(sessions: list[SessionLoad], profiles: dict[str, Profile], time_limit_s: float) -> tuple[Plan, str] | None:
+    """The optimum by the MILP (scipy) or, without scipy, by branch and bound (up to 12 residual
+    loads); None when neither proves one."""
+    try:
+        from vidnexus.control.milp import exact_milp
+        r = exact_milp(sessions, profiles, k_std=K_STD, time_limit_s=time_limit_s)
+        return (r.plan, "milp") if r.optimal else None
+    except ImportError:
+        try:
+            return exact_plan(sessions, profiles, k_std=K_STD), "branch-and-bound"
+        except ValueError:
+            return None
+    except ValueError:
+        return None
+
+
+def _size(n: int, rate: float, seeds: int, profiles: dict[str, Profile], oblivious: bool = True) -> dict[str, Any]:
+    rows = []
+    for seed in range(seeds):
+        sessions = workload(n, profiles, total_rate=rate * n, seed=seed)
+        t = time.perf_counter()
+        sq = plan(sessions, profiles, k_std=K_STD)
+        ms = (time.perf_counter() - t) * 1000
+        assert sq.check() == [], sq.check()[:3]
+        bad = {sid for sid, _ in sq.infeasible}
+        placed = [s for s in sessions if s.session_id not in bad]
+        lb = lower_bound(placed, profiles, k_std=K_STD)
+        ob = batch_oblivious(placed, profiles, k_std=K_STD).devices if oblivious else math.nan  # O(n²): not at 10,000
+        rows.append({"devices": sq.devices, "lower_bound": lb, "oblivious": ob, "plan_ms": ms,
+                     "infeasible": len(sq.infeasible)})
+    return {"sessions": n, "mean_rate": rate,
+            "devices": statistics.fmean(x["devices"] for x in rows),
+            "lower_bound": statistics.fmean(x["lower_bound"] for x in rows),
+            "oblivious": statistics.fmean(x["oblivious"] for x in rows),
+            "over_lower_bound": statistics.fmean(x["devices"] / max(1.0, math.ceil(x["lower_bound"])) for x in rows),
+            "oblivious_over_squishy": statistics.fmean(x["oblivious"] / x["devices"] for x in rows),
+            "plan_ms": statistics.fmean(x["plan_ms"] for x in rows),
+            "plan_ms_max": max(x["plan_ms"] for x in rows),
+            "infeasible_sessions": statistics.fmean(x["infeasible"] for x in rows)}
+
+
+def _epochs(n: int, rate: float, seeds: int, profiles: dict[str, Profile]) -> dict[str, Any]:
+    """Plan, then re-plan with every rate moved by up to ±20%: time, sessions moved, devices."""
+    rows = []
+    for seed in range(seeds):
+        sessions = workload(n, profiles, total_rate=rate * n, seed=seed)
+        p0 = assign_devices(plan(sessions, profiles, k_std=K_STD))
+        rng = random.Random(seed)
+        moved_rates = [SessionLoad(s.session_id, s.model, s.slo_s, s.rate * rng.uniform(0.8, 1.2)) for s in sessions]
+        t = time.perf_counter()
+        p1 = replan(p0, moved_rates, profiles, k_std=K_STD)
+        ms = (time.perf_counter() - t) * 1000
+        assert p1.check() == [], p1.check()[:3]
+        fresh = plan(moved_rates, profiles, k_std=K_STD)
+        rows.append({"replan_ms": ms, "moved": p1.moved, "devices": p1.devices, "fresh_devices": fresh.devices})
+    return {"epoch_sessions": n, "replan_ms": statistics.fmean(r["replan_ms"] for r in rows),
+            "moved_fraction": statistics.fmean(r["moved"] / n for r in rows),
+            "devices_over_fresh_plan": statistics.fmean(r["devices"] / r["fresh_devices"] for r in rows)}
+
+
 def run(quick: bool, console: Any) -> dict[str, Any]:
     from rich.table import Table
 
@@ -46,66 +111,51 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     results = []
     table = Table("sessions", "squishy", "lower bound", "oblivious", "squishy/LB", "oblivious/squishy", "plan ms",
                   title="devices used (mean over seeds)")
-    for n in sizes:
-        rows = []
-        for seed in range(seeds):
-            sessions = workload(n, profiles, total_rate=40.0 * n, seed=seed)
-            t = time.perf_counter()
-            sq = plan(sessions, profiles)
-            ms = (time.perf_counter() - t) * 1000
-            assert sq.check() == [], sq.check()[:3]
-            placed = [s for s in sessions if s.session_id not in {sid for sid, _ in sq.infeasible}]
-            lb = lower_bound(placed, profiles)
-            ob = batch_oblivious(placed, profiles)
-            rows.append({"devices": sq.devices, "lower_bound": lb, "oblivious": ob.devices, "plan_ms": ms,
-                         "infeasible": len(sq.infeasible)})
-        r = {"sessions": n,
-             "devices": statistics.fmean(x["devices"] for x in rows),
-             "lower_bound": statistics.fmean(x["lower_bound"] for x in rows),
-             "oblivious": statistics.fmean(x["oblivious"] for x in rows),
-             "over_lower_bound": statistics.fmean(x["devices"] / max(1.0, math.ceil(x["lower_bound"])) for x in rows),
-             "oblivious_over_squishy": statistics.fmean(x["oblivious"] / x["devices"] for x in rows),
-             "plan_ms": statistics.fmean(x["plan_ms"] for x in rows),
-             "infeasible_sessions": statistics.fmean(x["infeasible"] for x in rows)}
+    for n, rate, k in [(n, 40.0, seeds) for n in sizes] + [(10_000, 5.0, 2 if quick else 5)]:
+        r = _size(n, rate, k, profiles, oblivious=n <= 1000)
         results.append(r)
         table.add_row(str(n), f"{r['devices']:.1f}", f"{r['lower_bound']:.1f}", f"{r['oblivious']:.1f}",
                       f"{r['over_lower_bound']:.3f}", f"{r['oblivious_over_squishy']:.2f}", f"{r['plan_ms']:.1f}")
     console.print(table)
+    epochs = _epochs(10_000, 5.0, 1 if quick else 3, profiles)
+    console.print(f"incremental epoch, 10,000 sessions, rates ±20%: {epochs['replan_ms']:.0f} ms, "
+                  f"{epochs['moved_fraction']:.1%} moved, {epochs['devices_over_fresh_plan']:.3f}× a fresh plan's devices")
     small = []
-    for seed in range(10 if quick else 40):
-        sessions = workload(8, profiles, total_rate=40.0 * 8, seed=1000 + seed)
-        sq = plan(sessions, profiles)
-        try:
-            ex = exact_plan(sessions, profiles)
-        except ValueError:
-            continue
-        small.append({"squishy": sq.devices, "exact": ex.devices})
+    solver = "none"
+    for n_small, count in ((8, 10 if quick else 40), (16, 4 if quick else 20), (24, 0 if quick else 10)):
+        for seed in range(count):
+            sessions = workload(n_small, profiles, total_rate=40.0 * n_small, seed=1000 + seed)
+            sq = plan(sessions, profiles, k_std=K_STD)
+            ex = exact_small(sessions, profiles, time_limit_s=20.0)
+            if ex is None:
+                continue
+            solver = ex[1]
+            placed = [s for s in sessions if s.session_id not in {sid for sid, _ in sq.infeasible}]
+            small.append({"sessions": n_small, "squishy": sq.devices, "exact": ex[0].devices,
+                          "lower_bound": lower_bound(placed, profiles, k_std=K_STD)})
     over_opt = statistics.fmean(s["squishy"] / s["exact"] for s in small if s["exact"])
-    console.print(f"small instances (8 sessions, {len(small)} solved exactly): squishy/optimal = {over_opt:.3f}")
-    # Cluster scale: 10,000 sessions at 4 req/s on average (about 1,000-2,000 devices).
-    big = []
-    for seed in range(1 if quick else 3):
-        sessions = workload(10_000, profiles, total_rate=4.0 * 10_000, seed=2000 + seed)
-        t = time.perf_counter()
-        sq = plan(sessions, profiles)
-        ms = (time.perf_counter() - t) * 1000
-        assert sq.check() == [], sq.check()[:3]
-        big.append({"sessions": 10_000, "plan_ms": round(ms, 1), "devices": sq.devices,
-                    "lower_bound": round(lower_bound(sessions, profiles), 1), "infeasible": len(sq.infeasible)})
-    console.print(f"10,000 sessions at 4 req/s: {statistics.fmean(b['plan_ms'] for b in big):.0f} ms to plan, "
-                  f"{statistics.fmean(b['devices'] for b in big):.0f} devices")
+    opt_over_lb = statistics.fmean(s["exact"] / max(1, math.ceil(s["lower_bound"])) for s in small if s["exact"])
+    console.print(f"small instances (8–24 sessions, {len(small)} solved exactly by {solver}): "
+                  f"squishy/optimal = {over_opt:.3f}; optimal/lower bound = {opt_over_lb:.3f}")
+    mixes = [r for r in results if r["sessions"] <= 1000]
     summary = {
-        "mean_devices_over_lower_bound": round(statistics.fmean(r["over_lower_bound"] for r in results), 3),
+        "mean_devices_over_lower_bound": round(statistics.fmean(r["over_lower_bound"] for r in mixes), 3),
         "mean_devices_over_optimal_small": round(over_opt, 3),
-        "oblivious_over_squishy": round(statistics.fmean(r["oblivious_over_squishy"] for r in results), 3),
+        "mean_optimal_small_over_lower_bound": round(opt_over_lb, 3),
+        "oblivious_over_squishy": round(statistics.fmean(r["oblivious_over_squishy"] for r in mixes), 3),
         "plan_ms_1000_sessions": round(next(r["plan_ms"] for r in results if r["sessions"] == 1000), 1),
-        "plan_ms_10000_sessions": round(statistics.fmean(b["plan_ms"] for b in big), 1),
-        "devices_10000_sessions": round(statistics.fmean(b["devices"] for b in big), 1),
+        "plan_ms_10000_sessions": round(next(r["plan_ms"] for r in results if r["sessions"] == 10_000), 1),
+        "devices_over_lower_bound_10000_sessions": round(next(r["over_lower_bound"] for r in results
+                                                              if r["sessions"] == 10_000), 3),
+        "replan_ms_10000_sessions": round(epochs["replan_ms"], 1),
+        "replan_moved_fraction_10000_sessions": round(epochs["moved_fraction"], 4),
     }
     console.print(f"summary: {summary}  ({time.perf_counter() - t0:.0f} s)")
     return {"name": "scheduler", "machine": machine_info(),
-            "config": {"quick": quick, "sizes": list(sizes), "seeds": seeds, "zipf": 0.9, "slo_ms": [50, 400],
-                       "mean_rate_per_session": 40.0,
-                       "lower_bound_note": "devices / ceil(Σ R_i/T_i) over placed sessions",
+            "config": {"quick": quick, "sizes": list(sizes) + [10_000], "seeds": seeds, "zipf": 0.9, "slo_ms": [50, 400],
+                       "mean_rate_per_session": {"up to 1000": 40.0, "10000": 5.0}, "k_std": K_STD,
+                       "exact_solver": solver,
+                       "lower_bound_note": "devices / ceil(Σ R_i/T_i) over placed sessions; T_i the best throughput "
+                                           "within the SLO; mean_devices_over_lower_bound over the mixes up to 1000",
                        "profiles": {k: v.to_dict() for k, v in profiles.items()}},
-            "results": results + [{"small_instances": small}, {"cluster_scale": big}], "summary": summary}
+            "results": results + [epochs, {"small_instances": small}], "summary": summary}

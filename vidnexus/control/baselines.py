@@ -16,31 +16,33 @@ import math
 from typing import Mapping, Sequence
 
 from vidnexus.contracts.profile import Profile
-from vidnexus.control.squishy import (EPS, Allocation, Node, Plan, SessionLoad, best_duty_cycle, one_more_saturated,
-                                      residue, saturate)
+from vidnexus.control.packing import EPS, Item, latency_table, saturated_batch
+from vidnexus.control.squishy import Allocation, Node, Plan, SessionLoad, split
 
 __all__ = ["batch_oblivious", "exact_plan", "best_duty_cycle"]
 
 
 def batch_oblivious(sessions: Sequence[SessionLoad], profiles: Mapping[str, Profile],
-                    memory_capacity: float = math.inf) -> Plan:
+                    memory_capacity: float = math.inf, *, k_std: float = 1.0) -> Plan:
     nodes: list[Node] = []
     infeasible: list[tuple[str, str]] = []
     open_nodes: list[Node] = []
+    tables = {m: latency_table(profiles[m], k_std) for m in {s.model for s in sessions}}
     for s in sorted(sessions, key=lambda s: s.rate, reverse=True):
-        p = profiles[s.model]
-        b, t = saturate(s, p)
+        lat = tables[s.model].lat
+        b = saturated_batch(tables[s.model], s.slo_s)
         if not b or s.rate <= 0:
             if s.rate > 0:
                 infeasible.append((s.session_id, f"2ℓ(1) of {s.model} exceeds the SLO"))
             continue
+        t = b / lat[b]
         whole = int(s.rate // t)
-        a = Allocation(s.session_id, s.model, b, t, p.latency(b), s.slo_s, s.memory_bytes)
-        nodes.extend(Node(p.latency(b), (a,), saturated=True) for _ in range(whole))
+        a = Allocation(s.session_id, s.model, b, t, lat[b], s.slo_s, s.memory_bytes)
+        nodes.extend(Node(lat[b], (a,), saturated=True) for _ in range(whole))
         rest = s.rate - whole * t
         if rest <= 1e-9:
             continue
-        share = Allocation(s.session_id, s.model, b, rest, p.latency(b), s.slo_s, s.memory_bytes)
+        share = Allocation(s.session_id, s.model, b, rest, lat[b], s.slo_s, s.memory_bytes)
         for i, n in enumerate(open_nodes):  # first fit with the batches left as they are
             allocs = n.allocations + (share,)
             d = sum(x.latency_s for x in allocs)
@@ -54,61 +56,62 @@ def batch_oblivious(sessions: Sequence[SessionLoad], profiles: Mapping[str, Prof
     return Plan(tuple(nodes + open_nodes), tuple(infeasible))
 
 
+def best_duty_cycle(items: Sequence[Item], memory_capacity: float = math.inf) -> Node | None:
+    """The node of least occupancy for these residual items on one device, or None if they do not
+    fit. Only the points where some batch grows (d = k/r_i) and the longest cycle every SLO allows
+    need trying: in between, the busy time is constant and the SLOs only tighten as d grows."""
+    if sum({x.model: x.mem for x in items}.values()) > memory_capacity:
+        return None
+    cap = min(x.cap for x in items)
+    cands = {cap}
+    for x in items:
+        cands.update(k / x.rate for k in range(1, math.floor(cap * x.rate + 1e-6) + 1))
+    best_d, best_occ = 0.0, math.inf
+    for d in cands:
+        busy = sum(x.lat[x.batch_at(d)] for x in items)
+        if busy <= d + EPS and busy / d < best_occ:
+            best_d, best_occ = d, busy / d
+    if not best_d:
+        return None
+    return Node(best_d, tuple(Allocation(x.sid, x.model, x.batch_at(best_d), x.rate, x.lat[x.batch_at(best_d)], x.slo,
+                                         x.mem) for x in items))
+
+
 def exact_plan(sessions: Sequence[SessionLoad], profiles: Mapping[str, Profile],
-               memory_capacity: float = math.inf, max_residuals: int = 12) -> Plan:
-    """The fewest devices for small instances (see module docstring)."""
-    nodes: list[Node] = []
-    infeasible: list[tuple[str, str]] = []
-    residual_loads: list[Allocation] = []
-    for s in sessions:
-        if s.rate <= 0:
-            continue
-        p = profiles[s.model]
-        b, t = saturate(s, p)
-        whole = int(s.rate // t) if b else 0
-        a = Allocation(s.session_id, s.model, b, t, p.latency(b), s.slo_s, s.memory_bytes) if b else None
-        nodes.extend(Node(p.latency(b), (a,), saturated=True) for _ in range(whole) if a)
-        rest = s.rate - whole * t
-        if rest <= 1e-9:
-            continue
-        own = residue(s, rest, p)
-        if own is not None:
-            residual_loads.append(own.allocations[0])
-            continue
-        more = one_more_saturated(s, rest, p)
-        if more is None:
-            infeasible.append((s.session_id, f"no batch size of {s.model} meets its SLO"))
-        else:
-            nodes.append(more)
-    if len(residual_loads) > max_residuals:
-        raise ValueError(f"{len(residual_loads)} residual loads: too many for the exact solver (max {max_residuals})")
-    residual_loads.sort(key=lambda a: a.latency_s, reverse=True)
-    best: list[list[Allocation]] = [[a] for a in residual_loads]
+               memory_capacity: float = math.inf, max_residuals: int = 12, *, k_std: float = 1.0) -> Plan:
+    """The fewest devices for small instances (see module docstring; the MILP of
+    :mod:`vidnexus.control.milp` solves larger ones)."""
+    sp = split(sessions, profiles, memory_capacity, k_std)
+    residual = sorted(sp.items, key=lambda x: x.occ, reverse=True)
+    if len(residual) > max_residuals:
+        raise ValueError(f"{len(residual)} residual loads: too many for the exact solver (max {max_residuals})")
+    best: list[list[Item]] = [[x] for x in residual]
     fit_cache: dict[frozenset[str], Node | None] = {}
 
-    def fits(block: list[Allocation]) -> Node | None:
-        key = frozenset(a.session_id for a in block)
+    def fits(block: list[Item]) -> Node | None:
+        key = frozenset(x.sid for x in block)
         if key not in fit_cache:
-            fit_cache[key] = best_duty_cycle(block, profiles, memory_capacity)
+            fit_cache[key] = best_duty_cycle(block, memory_capacity)
         return fit_cache[key]
 
-    def search(i: int, blocks: list[list[Allocation]]) -> None:
+    def search(i: int, blocks: list[list[Item]]) -> None:
         nonlocal best
         if len(blocks) >= len(best):
             return
-        if i == len(residual_loads):
+        if i == len(residual):
             best = [list(b) for b in blocks]
             return
-        a = residual_loads[i]
+        x = residual[i]
         for blk in blocks:
-            blk.append(a)
+            blk.append(x)
             if fits(blk) is not None:
                 search(i + 1, blocks)
             blk.pop()
-        blocks.append([a])
+        blocks.append([x])
         search(i + 1, blocks)
         blocks.pop()
 
     search(0, [])
-    residual_nodes = [fits(b) or Node(b[0].batch / b[0].rate, tuple(b)) for b in best]
-    return Plan(tuple(nodes + residual_nodes), tuple(infeasible))
+    nodes = [fits(b) or Node(b[0].d, (Allocation(b[0].sid, b[0].model, b[0].b, b[0].rate, b[0].w, b[0].slo,
+                                                 b[0].mem),)) for b in best]
+    return Plan(sp.saturated + tuple(nodes), sp.infeasible)

@@ -2,8 +2,10 @@
 
 Given the previous plan and new rates: keep every session on the devices it had when they can still
 carry it; on overload evict the cheapest sessions of the overloaded device and re-pack them; place
-new load best-fit; on a load drop, empty the least-occupied device into the others when everything
-fits, and release idle devices. The result says how many sessions moved.
+new load best-fit; on a load drop, empty the least-occupied devices into the others when everything
+fits, and release idle devices. The result says how many sessions moved. Runs on the same residual
+items and bins as :func:`~vidnexus.control.squishy.plan` (:mod:`vidnexus.control.packing`), so an
+epoch of 10,000 sessions costs about what planning them from scratch does.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from dataclasses import replace
 from typing import Mapping, Sequence
 
 from vidnexus.contracts.profile import Profile
-from vidnexus.control.squishy import (Allocation, Node, Plan, SessionLoad, best_duty_cycle, one_more_saturated, merge_nodes,
-                                      residue, saturate)
+from vidnexus.control.packing import Bin, Item, best_fit, repack
+from vidnexus.control.squishy import Node, Plan, SessionLoad, bin_node, split
 
 __all__ = ["replan", "assign_devices", "placement"]
 
@@ -44,13 +46,31 @@ def assign_devices(p: Plan, prefix: str = "dev") -> Plan:
     return replace(p, nodes=tuple(nodes))
 
 
-def _fold(nodes: Sequence[Node], profiles: Mapping[str, Profile], cap: float) -> Node | None:
-    acc: Node | None = None
-    for n in nodes:
-        acc = n if acc is None else merge_nodes(acc, n, profiles, cap)
-        if acc is None:
-            return None
-    return acc
+def _fill(members: list[Item], cap: float, tag: str | None) -> tuple[Bin | None, list[Item]]:
+    bn: Bin | None = None
+    out: list[Item] = []
+    for x in members:
+        if bn is None:
+            bn = Bin(x, tag)
+            continue
+        r = bn.try_add(x, cap)
+        if r is None:
+            out.append(x)
+        else:
+            bn.add(x, r[0])
+    return bn, out
+
+
+def _keep(members: list[Item], cap: float, tag: str | None) -> tuple[Bin | None, list[Item]]:
+    """The previous device's residual items that still fit it together, and the ones evicted: the
+    fewest sessions (trying the smallest loads first, then the largest), the smallest load on a tie."""
+    by_occ = sorted(members, key=lambda y: y.occ)
+    best = _fill(by_occ, cap, tag)
+    if best[1]:
+        other = _fill(by_occ[::-1], cap, tag)
+        if (len(other[1]), sum(x.occ for x in other[1])) < (len(best[1]), sum(x.occ for x in best[1])):
+            best = other
+    return best
 
 
 def replan(
@@ -58,109 +78,45 @@ def replan(
     sessions: Sequence[SessionLoad],
     profiles: Mapping[str, Profile],
     memory_capacity: float = math.inf,
+    *,
+    k_std: float = 1.0,
 ) -> Plan:
     """The next epoch's plan, moving as few sessions as possible."""
-    by_id = {s.session_id: s for s in sessions}
-    infeasible: list[tuple[str, str]] = []
+    sp = split(sessions, profiles, memory_capacity, k_std)
     # 1. Saturated devices: reuse the previous ones of each session, open or release the difference.
-    prev_sat: dict[str, list[Node]] = {}
+    prev_sat: dict[str, list[str | None]] = {}
     for n in previous.nodes:
         if n.saturated:
-            prev_sat.setdefault(n.allocations[0].session_id, []).append(n)
+            prev_sat.setdefault(n.allocations[0].session_id, []).append(n.device_id)
+    used: dict[str, int] = {}
     nodes: list[Node] = []
-    residual_rate: dict[str, float] = {}
-    for s in sessions:
-        p = profiles[s.model]
-        b, t = saturate(s, p)
-        whole = int(s.rate // t) if b else 0
-        old = prev_sat.get(s.session_id, [])
-        for i in range(whole):
-            did = old[i].device_id if i < len(old) else None
-            a = Allocation(s.session_id, s.model, b, t, p.latency(b), s.slo_s, s.memory_bytes)
-            nodes.append(Node(p.latency(b), (a,), saturated=True, device_id=did))
-        rest = s.rate - whole * t if b else s.rate
-        if rest > 1e-9:
-            residual_rate[s.session_id] = rest
-
-    singles: dict[str, Node] = {}
-    for sid in list(residual_rate):
-        s = by_id[sid]
-        node = residue(s, residual_rate[sid], profiles[s.model])
-        if node is None:
-            extra = one_more_saturated(s, residual_rate[sid], profiles[s.model])
-            if extra is not None:
-                old = prev_sat.get(sid, [])
-                whole = sum(1 for n in nodes if n.saturated and n.allocations[0].session_id == sid)
-                nodes.append(replace(extra, device_id=old[whole].device_id if whole < len(old) else None))
-                continue
-            s = by_id[sid]
-            infeasible.append((sid, f"no batch size of {s.model} meets the {s.slo_s * 1000:.0f} ms SLO at "
-                                    f"{residual_rate[sid]:.1f} req/s"))
-        else:
-            singles[sid] = node
+    for n in sp.saturated:
+        sid = n.allocations[0].session_id
+        k = used.get(sid, 0)
+        used[sid] = k + 1
+        old = prev_sat.get(sid, [])
+        nodes.append(replace(n, device_id=old[k] if k < len(old) else None))
     # 2. Keep residual devices with the sessions they had; evict the cheapest on overload.
-    kept: list[Node] = []
-    pool: list[str] = []
+    items = {x.sid: x for x in sp.items}
+    kept: list[Bin] = []
+    pool: list[Item] = []
     placed: set[str] = set()
-
-    def fit(ms: list[str]) -> Node | None:
-        return (_fold([singles[m] for m in ms], profiles, memory_capacity)
-                # a device the planner's local search filled at another duty cycle
-                or best_duty_cycle([singles[m].allocations[0] for m in ms], profiles, memory_capacity))
-
     for n in previous.nodes:
         if n.saturated:
             continue
-        members = [a.session_id for a in n.allocations if a.session_id in singles and a.session_id not in placed]
-        fitted = fit(members) if members else None
-        if members and fitted is None:
-            # Overloaded: one session out, if one is enough (the one that grew, typically) ...
-            for out in sorted(members, key=lambda x: singles[x].occupancy, reverse=True):
-                others_in = [x for x in members if x != out]
-                fitted = fit(others_in) if others_in else None
-                if fitted is not None:
-                    members = others_in
-                    pool.append(out)
-                    break
-        while members and fitted is None:  # ... else the cheapest, one by one, until the rest fits
-            cheapest = min(members, key=lambda x: singles[x].occupancy)
-            members.remove(cheapest)
-            pool.append(cheapest)
-            fitted = fit(members) if members else None
-        if fitted is not None:
-            kept.append(replace(fitted, device_id=n.device_id))
-            placed.update(members)
-    pool.extend(sid for sid in singles if sid not in placed and sid not in pool)
+        members = [items[a.session_id] for a in n.allocations if a.session_id in items and a.session_id not in placed]
+        placed.update(x.sid for x in members)
+        same = Bin.at(members, n.duty_cycle_s, memory_capacity, n.device_id)  # unchanged if it still fits
+        bn, evicted = (same, []) if same is not None else _keep(members, memory_capacity, n.device_id)
+        if bn is not None:
+            kept.append(bn)
+        pool.extend(evicted)
+    pool.extend(x for sid, x in items.items() if sid not in placed)
     # 3. Best-fit the pool (new sessions, evicted ones) by occupancy, as Algorithm 1 does.
-    for sid in sorted(pool, key=lambda m: singles[m].occupancy, reverse=True):
-        best_i, best = -1, None
-        for i, n in enumerate(kept):
-            m = merge_nodes(n, singles[sid], profiles, memory_capacity)
-            if m is not None and (best is None or m.occupancy > best.occupancy):
-                best_i, best = i, replace(m, device_id=n.device_id)
-        if best is None:
-            kept.append(singles[sid])
-        else:
-            kept[best_i] = best
-    # 4. Load drop: empty the least-occupied device into the others when all of it fits.
-    while len(kept) > 1:
-        kept.sort(key=lambda n: n.occupancy)
-        victim, others = kept[0], list(kept[1:])
-        ok = True
-        for a in victim.allocations:
-            best_i, best = -1, None
-            for i, n in enumerate(others):
-                m = merge_nodes(n, singles[a.session_id], profiles, memory_capacity)
-                if m is not None and (best is None or m.occupancy > best.occupancy):
-                    best_i, best = i, replace(m, device_id=n.device_id)
-            if best is None:
-                ok = False
-                break
-            others[best_i] = best
-        if not ok:
-            break
-        kept = others
-    plan = assign_devices(Plan(tuple(nodes + kept), tuple(infeasible)))
+    bins = best_fit(sorted(pool, key=lambda x: x.occ, reverse=True), memory_capacity, bins=kept)
+    # 4. Load drop: empty the least-occupied devices into the others while all of one fits.
+    bins = repack(bins, memory_capacity)
+    plan = assign_devices(Plan(tuple(nodes) + tuple(bin_node(bn, bn.tag) for bn in bins), sp.infeasible))
     before, after = placement(previous), placement(plan)
     moved = sum(1 for sid, devs in after.items() if sid in before and before[sid] != devs)
     return replace(plan, moved=moved)
