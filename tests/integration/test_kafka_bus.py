@@ -166,3 +166,23 @@ def test_executor_client_close_deletes_its_reply_topic(kafka_bus, kafka_bootstra
     assert other.reply_topic in broker_topics(kafka_bootstrap)  # only the closed client's own topic
     other.close()
     assert wait_gone(kafka_bootstrap, other.reply_topic)
+
+
+def test_kafka_python_group_consumer_joins_once(kafka_bootstrap, topic):
+    """A new kafka-python group member on an existing topic gets its partitions from its first
+    rebalance. Joining before the topic's metadata came in assigned nothing and forced a second
+    rebalance, which kafka-python 3.0.12 sometimes never finished (the member then held nothing for
+    the broker's 60 s rebalance timeout: `bench hop`'s "echo answered nothing")."""
+    bus = kafka_bus_of("kafka-python", kafka_bootstrap)
+    try:
+        bus.create_topic(topic, partitions=2)
+        for _ in range(5):
+            c = bus.subscribe([topic], group=f"g-{uuid.uuid4().hex[:6]}")
+            deadline = time.monotonic() + 30
+            while len(c.assignment()) < 2 and time.monotonic() < deadline:
+                c.poll(timeout_s=0.05)
+            generation = c._c._coordinator._generation.generation_id  # kafka-python's own count of rebalances
+            c.close()
+            assert generation == 1
+    finally:
+        bus.close()

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import deque
 from concurrent.futures import Future
 from typing import Any
 
@@ -61,15 +62,21 @@ def echo(prefix: str, session: str, stop: threading.Event | None = None) -> None
     consumer = bus.subscribe([topic], group=f"{prefix}-echo", from_beginning=True)
     out = np.zeros(10, np.float32).tolist()
     print("echo: ready", flush=True)
+    seen, t0, said = 0, time.monotonic(), 0.0
     try:
         while not stop.is_set():
             for m in consumer.poll(timeout_s=0.05, max_records=500):
+                seen += 1
                 try:
                     req = decode_request(m.value)
                 except CodecError:
                     continue
                 bus.publish(req.reply_to, req.request_id.encode(),
                             encode_reply(req.request_id, req.session_id, [Reply(True, out, None, 0.0, 1)] * len(req.inputs)))
+            if time.monotonic() - said > 5:  # what the bench prints if the echo never answers
+                said = time.monotonic()
+                print(f"echo: {said - t0:.0f} s, {seen} requests, assigned {sorted(consumer.assignment())}",
+                      file=sys.stderr, flush=True)
     finally:
         consumer.close()
         bus.close()
@@ -152,21 +159,34 @@ def _driver(driver: str, cells: list[tuple[int, int]], seconds: float, bootstrap
     env = dict(os.environ, VNX_BUS="kafka", VNX_KAFKA_BOOTSTRAP=bootstrap, VNX_KAFKA_DRIVER=driver)
     proc = subprocess.Popen([sys.executable, "-m", "vidnexus.benchmarks.hop", "--echo", prefix, SESSION], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The echo's stderr (its progress lines, the Kafka client's own log) is read all along, so a
+    # chatty client can never fill the pipe and block the echo; its tail explains a failure.
+    err: deque[str] = deque(maxlen=40)
+    assert proc.stderr is not None
+    threading.Thread(target=lambda: err.extend(proc.stderr or ()), daemon=True).start()
     client = None
     out = []
     try:
         assert proc.stdout is not None
         if "echo: ready" not in proc.stdout.readline():
-            raise VidnexusError(f"the {driver} echo did not start: {proc.stderr.read() if proc.stderr else ''}"[-2000:])
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+            raise VidnexusError(f"the {driver} echo did not start: {''.join(err)}"[-2000:])
         client = ExecutorClient(bus, settings, name=f"hop-{driver}")
         # Warm: the echo's group has its partition and both ends have their connections.
         warm = np.zeros(1024, np.uint8)
-        end = time.monotonic() + 60
+        end, tries, reasons = time.monotonic() + 60, 0, set()
         while time.monotonic() < end:
-            if client.submit(SESSION, warm, expires_wall=client.wall() + 2).result(timeout=5).ok:
+            tries += 1
+            first = client.submit(SESSION, warm, expires_wall=client.wall() + 2).result(timeout=5)
+            if first.ok:
                 break
+            reasons.add(str(first.reason))
         else:
-            raise VidnexusError(f"the {driver} echo answered nothing in 60 s")
+            raise VidnexusError(f"the {driver} echo answered none of {tries} requests in 60 s ({', '.join(sorted(reasons))}); "
+                                f"its last lines:\n{''.join(err)}"[-3000:])
         for _ in range(50):
             client.submit(SESSION, warm, expires_wall=client.wall() + 5).result(timeout=10)
         pids = {"echo": proc.pid, "broker": _broker_pid(bootstrap)}

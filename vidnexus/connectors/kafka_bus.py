@@ -227,6 +227,17 @@ class KafkaGroupConsumer:
         except (KafkaError, OSError) as e:
             raise _kafka_error("cannot create consumer", bus.bootstrap, e) from None
         self.group = group
+        if group is not None:
+            # The topics' partitions in the consumer's metadata before its first JoinGroup. Without
+            # them the leader assigns nothing (kafka-python's range assignor: "no partition metadata"),
+            # the arriving metadata forces a second rebalance at once, and kafka-python 3.0.12
+            # sometimes never finishes that one: the member then holds no partition until the
+            # broker's rebalance timeout (60 s here), seen as `bench hop` answering nothing.
+            try:
+                for t in topics:
+                    self._c.partitions_for_topic(t)
+            except KafkaError:
+                pass  # a topic not there yet joins later, as before
 
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Message]:
         batches = self._c.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
