@@ -214,7 +214,8 @@ def models_profile(
 @app.command()
 def bench(
     name: str = typer.Argument(..., help=("Benchmark: drop-policies, prefix, multiplex, scheduler, latency-split, ingest, runtimes, weg, "
-                                         "preprocess, hop, sink, soak or peers (runtimes, hop, sink and soak need the broker, sink and soak also the server: "
+                                         "preprocess, hop, sink, soak, apps or peers (runtimes, hop, sink, soak and apps need the broker, sink, soak and apps also "
+                                         "the server: "
                                          "vidnexus services up; peers needs scripts/peers-venv.sh)")),
     quick: bool = typer.Option(False, help="A reduced run (a few minutes) that checks the benchmark works."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON result here."),

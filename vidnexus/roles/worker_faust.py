@@ -59,7 +59,13 @@ def run_faust_worker(app: App, settings: Settings, *, concurrency: int = 32, par
     topics = role.topics
     brokers = ";".join(f"kafka://{h}" for h in settings.kafka_bootstrap.split(","))
     (settings.work_dir / "faust").mkdir(parents=True, exist_ok=True)
-    fapp = faust.App(
+    from vidnexus.roles.faust_transport import Transport
+
+    class _App(faust.App):
+        def _new_transport(self) -> Any:  # batched hand-over (faust_transport's docstring)
+            return Transport(self.conf.broker_consumer, self)
+
+    fapp = _App(
         role.group,
         broker=brokers,
         store="memory://",
