@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from typing import Any
 
@@ -16,7 +17,16 @@ from vidnexus.errors import ConfigError
 
 __all__ = ["console", "err_console", "finite", "settings", "print_result", "require_kafka"]
 
-console = Console()
+
+def _width() -> int | None:
+    """Tables at full width when stdout is not a terminal (a pipe, a file, CI): rich would otherwise
+    wrap them at 80 columns and cut names. ``COLUMNS`` still wins; on a terminal, its width."""
+    if os.environ.get("COLUMNS") or sys.stdout.isatty():
+        return None
+    return 240
+
+
+console = Console(width=_width())
 err_console = Console(stderr=True, soft_wrap=True)  # status lines: one per line, never wrapped
 
 

@@ -48,7 +48,8 @@ def streams_add(
                                           help="Stop a file after this many seconds of video (its first part)."),
     skip_corrupt: bool = typer.Option(True, help="Skip packets the decoder rejects and count them (the stream "
                                       "fails above 10% corrupt); --no-skip-corrupt ends it at the first."),
-    no_probe: bool = typer.Option(False, help="Skip the reachability/probe check."),
+    probe: bool = typer.Option(True, "--probe/--no-probe", help="Probe the URL (reachable, codec, resolution, "
+                               "frame rate) before accepting it; --no-probe registers it unchecked."),
     timeout: float = typer.Option(10.0, callback=finite, min=0.1, max=3600.0, help="Probe timeout (s)."),
 ) -> None:
     """Register a stream: the URL is probed (codec, resolution, frame rate) before it is accepted."""
@@ -67,7 +68,7 @@ def streams_add(
                       jpeg_quality=quality, max_side=max_side, realtime=realtime, skip_corrupt=skip_corrupt,
                       until_s=until)
     with registry() as reg:
-        r = reg.add(spec, check=not no_probe, timeout_s=timeout)
+        r = reg.add(spec, check=probe, timeout_s=timeout)
     p = r.probe
     extra = f" ({p.get('kind', '?')}, {p['codec']} {p['width']}x{p['height']} @ {p['fps']:.2f} fps)" if p else ""
     console.print(f"added stream {name}{extra}")

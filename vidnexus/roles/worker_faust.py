@@ -178,6 +178,9 @@ def run_faust_worker(app: App, settings: Settings, *, concurrency: int = 32, par
             on_ready()
 
     worker = faust.Worker(fapp, loglevel=loglevel, quiet=True, redirect_stdouts=False)
+    # No startup spinner: it writes terminal escapes to stdout even when that is a file or a pipe,
+    # and its log handler turns the root logger to DEBUG (every debug record built and handled).
+    worker.spinner = None
     try:
         worker.execute_from_commandline()
     finally:
