@@ -171,7 +171,9 @@ def executor(
         start_http_server(cfg.metrics_port, addr=cfg.metrics_host, registry=registry)
     bus = open_bus(cfg)
     role = ExecutorRole(cfg, sessions, bus=bus, device=device, policy=policy,  # type: ignore[arg-type]
-                        load=repository_loader(cfg, device, wmap), executor_id=executor_id, stats_every_s=stats_every,
+                        load=repository_loader(cfg, device, wmap,
+                                                          lambda line: err_console.print(f"executor: {line}", markup=False)),
+                        executor_id=executor_id, stats_every_s=stats_every,
                         metrics=ExecutorMetrics(registry))
     stop = threading.Event()
     _stop_on_signals(stop)

@@ -34,6 +34,7 @@ def prepare_models(
     settings: Settings, models: list[str], device: str = "cpu", weights: dict[str, Path] | None = None,
     loaders: dict[str, Callable[[Settings], Any]] | None = None,
     shapes: dict[str, tuple[int, ...]] | None = None, *, repo: Any,
+    progress: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Runners and profiles for ``models``, every batch size warmed up.
 
@@ -41,32 +42,52 @@ def prepare_models(
     roles pass one that knows the apps' models, ``vidnexus.roles.executor.repository``), or from
     ``loaders[name]`` (a function returning a torch module, with its input shape in
     ``shapes[name]``). Profiles are measured once per (model, device) and cached under the data
-    directory."""
+    directory, keyed by what changes them (:func:`~vidnexus.gpu_executor.profiler.profile_env`).
+    ``progress`` receives one line per step (loading, profiling with an estimate, warming, ready)."""
+    import time
+
     import numpy as np
 
-    from vidnexus.gpu_executor.profiler import load_profile, profile_runner, save_profile
+    from vidnexus.gpu_executor.profiler import load_profile, profile_env, profile_runner, save_profile
     from vidnexus.gpu_executor.runner import TorchRunner
 
+    say = progress or (lambda line: None)
+    sizes = [1, 2, 4, 8]
     runners: dict[str, Any] = {}
     profiles: dict[str, Any] = {}
     for name in dict.fromkeys(models):
+        t0 = time.perf_counter()
+        say(f"loading {name} on {device}")
+        version = None
         if loaders and name in loaders:
             module = loaders[name](settings)
             runners[name] = TorchRunner(name, module, device, postprocess=lambda t: t.tolist())
             shape = (shapes or {})[name]
         else:
             runners[name], spec = build_runner(repo, name, device, (weights or {}).get(name))
-            shape = spec.input_shape
+            shape, version = spec.input_shape, spec.version
         x = np.zeros(shape, np.float32)
-        prof = load_profile(settings.data_dir / "profiles", name, device)
+        t1 = time.perf_counter()
+        runners[name]([x])  # the first call builds kernels; the second times one request
+        t2 = time.perf_counter()
+        runners[name]([x])
+        one = time.perf_counter() - t2
+        env = profile_env(device, version)
+        prof = load_profile(settings.data_dir / "profiles", name, device, env)
         if prof is None:
-            prof, _ = profile_runner(runners[name], lambda: x, [1, 2, 4, 8], repeats=2, warmup=1)  # called now
-            save_profile(settings.data_dir / "profiles", name, device, prof)
+            # repeats=2, warmup=1: three runs of each size; a batch of b costs about b single requests.
+            say(f"profiling {name}: batch sizes {', '.join(map(str, sizes))}, about {3 * sum(sizes) * one:.0f} s "
+                f"(once for this model, device, CPU, torch version and thread count)")
+            prof, _ = profile_runner(runners[name], lambda: x, sizes, repeats=2, warmup=1)  # called now
+            save_profile(settings.data_dir / "profiles", name, device, prof, env)
         profiles[name] = prof
         # The first batch of each new size builds kernels (100+ ms on a CPU): do it before serving,
         # for every batch size a plan may choose (plans stay within the profile).
-        for b in range(1, prof.max_batch + 1):
+        todo = [b for b in range(2, prof.max_batch + 1)]
+        say(f"warming {name}: batch sizes 1-{prof.max_batch}, about {sum(todo) * one + (t2 - t1) * len(todo):.0f} s")
+        for b in todo:
             runners[name]([x] * b)
+        say(f"{name} ready in {time.perf_counter() - t0:.1f} s")
     return runners, profiles
 
 

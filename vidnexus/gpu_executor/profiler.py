@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import platform
 import statistics
 import time
 from pathlib import Path
@@ -11,7 +13,7 @@ from typing import Any, Callable
 from vidnexus.errors import ModelError
 from vidnexus.contracts.profile import Profile
 
-__all__ = ["profile_runner", "profile_model", "save_profile", "load_profile"]
+__all__ = ["profile_runner", "profile_model", "save_profile", "load_profile", "profile_env"]
 
 
 def profile_runner(
@@ -65,15 +67,55 @@ def profile_model(
                           progress=progress)
 
 
-def save_profile(directory: Path, model: str, device: str, profile: Profile) -> Path:
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def profile_env(device: str, version: int | None = None) -> dict[str, Any]:
+    """What changes ℓ(b) besides the model's architecture: the device (its GPU's name), the CPU,
+    torch's version and its thread count now, and the model's version when known. A cached profile
+    is used only where all of them match (an executor with 2 torch threads does not plan on a
+    profile measured with 1)."""
+    import torch
+
+    env: dict[str, Any] = {"device": device, "cpu": _cpu_name(), "torch": torch.__version__,
+                           "threads": torch.get_num_threads()}
+    if device.startswith("cuda"):
+        env["gpu"] = torch.cuda.get_device_name(int(device.partition(":")[2] or 0))
+    if version is not None:
+        env["version"] = version
+    return env
+
+
+def _path(directory: Path, model: str, env: dict[str, Any]) -> Path:
+    key = hashlib.sha256(json.dumps(env, sort_keys=True).encode()).hexdigest()[:10]
+    return directory / f"{model}@{str(env['device']).replace(':', '_')}-{key}.json"
+
+
+def save_profile(directory: Path, model: str, device: str, profile: Profile,
+                 env: dict[str, Any] | None = None) -> Path:
+    """Store ``profile`` under the environment it was measured in (:func:`profile_env` now, unless given)."""
+    env = env if env is not None else profile_env(device)
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{model}@{device.replace(':', '_')}.json"
-    path.write_text(json.dumps({"model": model, "device": device, **profile.to_dict()}, indent=2))
+    path = _path(directory, model, env)
+    path.write_text(json.dumps({"model": model, "device": device, "env": env, **profile.to_dict()}, indent=2))
     return path
 
 
-def load_profile(directory: Path, model: str, device: str = "cpu") -> Profile | None:
-    path = directory / f"{model}@{device.replace(':', '_')}.json"
+def load_profile(directory: Path, model: str, device: str = "cpu",
+                 env: dict[str, Any] | None = None) -> Profile | None:
+    """The profile cached for ``model`` in this environment (:func:`profile_env` now, unless given), or None."""
+    env = env if env is not None else profile_env(device)
+    path = _path(directory, model, env)
     if not path.exists():
         return None
-    return Profile.from_dict(json.loads(path.read_text()))
+    d = json.loads(path.read_text())
+    if d.get("env") != env:  # a hash collision, or a file written by hand
+        return None
+    return Profile.from_dict(d)

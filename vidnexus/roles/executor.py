@@ -56,11 +56,13 @@ def repository(settings: Settings) -> Any:
     return ModelRepository(settings.data_dir / "models", extra=model_catalog())
 
 
-def repository_loader(settings: Settings, device: str, weights: dict[str, Path] | None = None) -> LoadModels:
-    """Models from the repository (and the apps' own models), as ``vidnexus executor`` loads them."""
+def repository_loader(settings: Settings, device: str, weights: dict[str, Path] | None = None,
+                      progress: Callable[[str], None] | None = None) -> LoadModels:
+    """Models from the repository (and the apps' own models), as ``vidnexus executor`` loads them;
+    ``progress`` gets a line per step (loading, profiling, warming, ready)."""
     from vidnexus.gpu_executor.loading import prepare_models
 
-    return lambda names: prepare_models(settings, names, device, weights, repo=repository(settings))
+    return lambda names: prepare_models(settings, names, device, weights, repo=repository(settings), progress=progress)
 
 
 def repository_inputs(settings: Settings) -> Callable[[str], Callable[[Any], Any] | None]:
