@@ -47,7 +47,10 @@ class TorchRunner:
         try:
             with self._lock, torch.inference_mode():
                 if self.list_input:
-                    batch = [torch.from_numpy(np.ascontiguousarray(x)).to(self.device) for x in inputs]
+                    # Inputs decoded from a message are read-only views of its bytes; torch warns on
+                    # those (it could write through them). Copy only those.
+                    batch = [torch.from_numpy(x if x.flags.c_contiguous and x.flags.writeable else np.array(x, order="C"))
+                             .to(self.device) for x in inputs]
                 else:
                     batch = torch.from_numpy(np.stack(inputs)).to(self.device)
                 out = self.module(batch)

@@ -1,4 +1,4 @@
-"""Cached ℓ(b) profiles are keyed by what changes them: an executor with another torch thread
+"""Loading models. Cached ℓ(b) profiles are keyed by what changes them: an executor with another torch thread
 count, torch version, CPU or model version measures its own instead of planning on someone else's."""
 
 from vidnexus.contracts.profile import Profile
@@ -33,3 +33,29 @@ def test_the_default_environment_is_this_process_now(tmp_path):
         assert load_profile(tmp_path, "m", "cpu") is None
     finally:
         torch.set_num_threads(threads)
+
+
+def test_a_detector_takes_read_only_inputs_without_a_warning():
+    """Inputs decoded from a message are read-only views of its bytes; a detector (list input) used
+    to hand them to torch as they were, and its first batch warned that the array is not writable."""
+    import warnings
+
+    import numpy as np
+    import torch
+
+    from vidnexus.gpu_executor.runner import TorchRunner
+
+    seen = []
+
+    class Detector(torch.nn.Module):  # a detector's interface: a list of images in, a dict per image out
+        def forward(self, batch):
+            seen.extend(tuple(t.shape) for t in batch)
+            return [{"boxes": t.sum()} for t in batch]
+
+    run = TorchRunner("det", Detector(), "cpu", postprocess=lambda r: r, list_input=True)
+    frozen = np.frombuffer(np.ones((3, 4, 5), np.float32).tobytes(), np.float32).reshape(3, 4, 5)
+    assert not frozen.flags.writeable
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = run([frozen, np.ones((3, 4, 5), np.float32)])
+    assert len(out) == 2 and seen == [(3, 4, 5), (3, 4, 5)]
