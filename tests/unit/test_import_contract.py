@@ -72,6 +72,7 @@ FORBIDDEN = {"torch", "torchvision", "kafka", "aiokafka", "confluent_kafka", "av
 # Reading the system clock outside vidnexus/clock.py, and why it is right there.
 CLOCK_READERS = {
     "gpu_executor/profiler.py": "measures a model's latency: perf_counter around the device call",
+    "gpu_executor/loading.py": "times one request and each model's start-up for the executor's progress lines (estimates)",
     "training/glyphs.py": "reports how long training took (wall time in the models' report)",
     "specialization/training.py": "measures how long WEG's retraining takes (the specializer's cost)",
     "services/base.py": "supervises local service processes: waits for ports with timeouts",
