@@ -446,11 +446,28 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         return round(ours / theirs, 3) if theirs > 0 else None
 
     tight = round(min(slos) * 1000)
-    summary = {"vnx_over_best_peer_tightest_slo": over(systems, tight),
-               "vnx_over_triton": over(["triton"], tight),
-               "vnx_over_ray": over([s for s in systems if s.startswith("ray")], tight),
-               "vnx_kafka_over_best_peer_tightest_slo": over(systems, tight, "vnx-kafka"),
-               "tightest_slo_ms": tight}
+    summary: dict[str, Any] = {"vnx_over_best_peer_tightest_slo": over(systems, tight),
+                               "vnx_over_triton": over(["triton"], tight),
+                               "vnx_over_ray": over([s for s in systems if s.startswith("ray")], tight),
+                               "vnx_kafka_over_best_peer_tightest_slo": over(systems, tight, "vnx-kafka"),
+                               "tightest_slo_ms": tight}
+    # Every cell (scenario, SLO) both ends were measured in: vnx-kafka against the best peer there
+    # and against the same executor in-process (issue 18's targets: ≥ 1 and ≥ 0.7 in every cell).
+    cells = sorted({(sc, slo) for (sy, sc, slo) in best if sy == "vnx-kafka"}, key=lambda c: (c[0], c[1] or 0))
+    vs_peer, vs_inproc = {}, {}
+    for sc, slo in cells:
+        ours = best[("vnx-kafka", sc, slo)]["goodput"]
+        name = f"{sc}@{slo if slo is not None else 'mixed'}"
+        peer = max((best[(p, sc, slo)]["goodput"] for p in systems if (p, sc, slo) in best), default=0.0)
+        if peer > 0:
+            vs_peer[name] = round(ours / peer, 3)
+        inproc = best.get(("vnx-inproc", sc, slo), {}).get("goodput", 0.0)
+        if inproc > 0:
+            vs_inproc[name] = round(ours / inproc, 3)
+    summary["vnx_kafka_over_best_peer_min"] = min(vs_peer.values(), default=None)
+    summary["vnx_kafka_over_inproc_min"] = min(vs_inproc.values(), default=None)
+    summary["vnx_kafka_over_best_peer_by_cell"] = vs_peer
+    summary["vnx_kafka_over_inproc_by_cell"] = vs_inproc
     if not quick:
         mb = {s: best.get((s, "multi", None), {}).get("goodput") for s in ["vnx-inproc", "vnx-kafka", *systems]}
         peer_best = max((v for k, v in mb.items() if not k.startswith("vnx") and v), default=0)
