@@ -56,7 +56,8 @@ class WegParams:
     tau_fp: float = 0.5
     """Leave when audited early exits disagree with the oracle at more than this rate."""
     max_window: int = 600
-    """Labels kept in a window (the reference does not bound it; memory does)."""
+    """The largest w: a window continued from the previous epoch's (S_{j-1} ⊕ S_j) keeps at most this
+    many of their labels (the reference does not bound it; memory does)."""
     min_audits: float = 1.0
     """Expected audits (n_c·ε) before the false-positive rule may fire."""
 
@@ -174,6 +175,7 @@ class Weg:
         self.window: list[str] = []          # S_j: oracle labels of this epoch
         self.prev_window: list[str] = []     # S_{j-1}
         self._opened = False                 # the first w_min labels of this window arrived
+        self.w = 0                           # w = |S_j| once the window opened; it then slides
         self.dominant: tuple[str, ...] = ()
         self.template = ""
         self.recent: list[str] = []          # labels output in the specialized phase (sliding)
@@ -216,8 +218,6 @@ class Weg:
         self.metrics.inputs += 1
         self.metrics.oracle_only += 1
         self.window.append(label)
-        if len(self.window) > self.p.max_window:
-            del self.window[0]
         if not self._opened:
             if len(self.window) < self.p.w_min:
                 return
@@ -227,6 +227,9 @@ class Weg:
                 a, b = set(dom_classes(self.prev_window)), set(dom_classes(self.window))
                 if len(a ^ b) <= self.p.tau_r:
                     self.window = (self.prev_window + self.window)[-self.p.max_window :]
+            self.w = len(self.window)  # w ← |S_j|, fixed for this window
+        else:
+            del self.window[: -self.w]  # the window slides: labels older than the last w are gone
         self._select_template()
 
     def specialized(self, dominant: Sequence[str], template: str) -> None:
@@ -257,7 +260,7 @@ class Weg:
             m.cascaded += 1
             out = oracle if oracle is not None else OTHER
         self.recent.append(out)
-        w = max(len(self.window), self.p.w_min)
+        w = max(self.w, self.p.w_min)
         if len(self.recent) > w:
             del self.recent[0]
         share = sum(1 for y in self.recent if y in self.dominant) / len(self.recent)
@@ -278,6 +281,7 @@ class Weg:
         self.prev_window = self.window[-self.p.max_window :]
         self.window = []
         self._opened = False
+        self.w = 0
         self.dominant = ()
         self.template = ""
         self.recent = []

@@ -73,6 +73,9 @@ def test_skewed_window_specializes_uniform_window_does_not():
 
 
 def test_window_slides_until_the_estimate_clears_the_bar():
+    """w = |S_j| is fixed when the window opens; each further oracle label pushes the oldest out
+    (Algorithm 5.1: "label one more input, append, repeat"), so stale labels do not linger and the
+    support k stays the one of w."""
     weg = make()
     labels = ["a", "a"] + [f"x{i}" for i in range(8)]    # a dominant, but only 20% of the window
     feed_window(weg, labels)
@@ -81,8 +84,23 @@ def test_window_slides_until_the_estimate_clears_the_bar():
     while weg.next_action().kind == "oracle":
         weg.observe_oracle("a")
         extra += 1
+        assert len(weg.window) == 10                    # slides, does not grow
+        assert weg.window[-extra:] == ["a"] * extra
+        assert "x0" not in weg.window or extra < 3      # the oldest labels left first
     assert 1 <= extra <= 12 and weg.next_action().dominant == ("a",)
-    assert weg.metrics.window_sizes == [10 + extra]
+    assert weg.metrics.window_sizes == [10]
+
+
+def test_a_shift_in_the_stream_leaves_no_trace_after_w_labels():
+    """After w labels of a new distribution the window holds none of the old one: a class seen in
+    the old part is no longer dominant (with a growing window it stayed so for hundreds of labels)."""
+    weg = make()
+    weg.templates = [("small", AccuracyModel({1: (0.1, 0.0, 0.0)}))]   # never clears the bar: keep labelling
+    feed_window(weg, ["old"] * 10)
+    for i in range(10):
+        weg.observe_oracle(f"new{i % 2}")
+    assert "old" not in weg.window and len(weg.window) == 10
+    assert set(dom_classes(weg.window)) == {"new0", "new1"}
 
 
 def test_leaves_when_the_input_drifts_out_of_the_dominant_set():
