@@ -6,7 +6,6 @@ __all__ = [
     "VidnexusError",
     "ConfigError",
     "ConnectorError",
-    "AdmissionError",
     "PlacementError",
     "BatchContractError",
     "ModelError",
@@ -30,10 +29,6 @@ class ConnectorError(VidnexusError):
     def __init__(self, message: str, *, retryable: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
-
-
-class AdmissionError(VidnexusError):
-    """A request was shed at admission (queue full / overload)."""
 
 
 class PlacementError(VidnexusError):

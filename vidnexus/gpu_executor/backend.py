@@ -165,7 +165,8 @@ class DutyCycle:
         self._order.append(spec.session_id)
 
     def remove_session(self, session_id: str) -> tuple[Dropped, ...]:
-        """Remove a session; its queued requests come back as drops (reason ``overload``)."""
+        """Remove a session; its queued requests come back as drops (reason ``overload`` here; the
+        executor that removed the session reports them ``retired``, ``Executor.remove_session``)."""
         q = self._queues.pop(session_id)
         self._order.remove(session_id)
         self._cursor = 0

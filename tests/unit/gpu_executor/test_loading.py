@@ -59,3 +59,25 @@ def test_a_detector_takes_read_only_inputs_without_a_warning():
         warnings.simplefilter("error")
         out = run([frozen, np.ones((3, 4, 5), np.float32)])
     assert len(out) == 2 and seen == [(3, 4, 5), (3, 4, 5)]
+
+
+def test_the_profiler_measures_each_size_and_keeps_the_latency_non_decreasing():
+    """ℓ(b) as measured can dip at a larger b (noise); the profile the planner gets never does,
+    while the rows keep what was measured."""
+    import time
+
+    from vidnexus.gpu_executor.profiler import profile_runner
+
+    cost = {1: 0.030, 2: 0.005, 4: 0.040}  # b = 2 measured faster than b = 1
+    calls = []
+
+    def run(batch):
+        calls.append(len(batch))
+        time.sleep(cost[len(batch)])
+
+    prof, rows = profile_runner(run, lambda: 0, [1, 2, 4], repeats=2, warmup=1)
+    assert calls == [1] * 3 + [2] * 3 + [4] * 3
+    assert [b for b, _, _ in rows] == [1, 2, 4]
+    assert rows[1][1] < rows[0][1]                       # measured: the dip
+    assert list(prof.mean_s) == sorted(prof.mean_s)      # planned: non-decreasing
+    assert prof.mean_s[1] == prof.mean_s[0] and prof.mean_s[2] >= 0.040
