@@ -95,7 +95,7 @@ def test_a_user_app_writes_the_same_rows_embedded_and_distributed(kafka_bootstra
         for s in streams:
             name, url = s.split("=", 1)
             subprocess.run([sys.executable, "-m", "vidnexus", "streams", "add", name, url, "--fps", "5",
-                            "--until", "3", "--app", APP_REF], env=env, check=True, capture_output=True, timeout=60)
+                            "--until", "3", "--rate", "max", "--app", APP_REF], env=env, check=True, capture_output=True, timeout=60)
         ingest = subprocess.run([sys.executable, "-m", "vidnexus", "ingest", "--once", "--poll", "0.5"], env=env,
                                 capture_output=True, text=True, timeout=300)
         assert ingest.returncode == 0, ingest.stderr[-2000:]

@@ -37,7 +37,7 @@ def test_register_and_ingest_real_and_synthetic_streams(kafka_bootstrap, clickho
                  ["synth", "synthetic://hud?fps=10&seconds=6&seed=4", "--fps", "5", "--app", "hud"],
                  ["junk", str(junk), "--fps", "2", "--no-probe"],
                  ["trunc", str(trunc), "--fps", "2", "--no-probe"]):
-        p = vnx(env, "streams", "add", *args)
+        p = vnx(env, "streams", "add", *args, "--rate", "max")  # backfill: as fast as they decode
         assert p.returncode == 0, p.stderr
     bad = vnx(env, "streams", "add", "nofile", "/no/such.mp4", "--fps", "2")
     assert bad.returncode == 2 and "no such file" in bad.stderr

@@ -61,7 +61,7 @@ def test_demo_saves_what_it_measured(tmp_path, model_cache_dir):
     assert s["options"] == {"name": "hud", "streams": 1, "seconds": 3.0, "sample_fps": 5.0, "source_fps": 10.0,
                             "slo_ms": None, "fast": True}
     assert s["streams"] == [{"name": "cam-1", "url": "synthetic://hud?seed=1&fps=10&seconds=3", "fps": 5.0,
-                             "every_n": None, "keyframes_only": False, "realtime": False, "until_s": None}]
+                             "every_n": None, "keyframes_only": False, "realtime": False, "speed": 1.0, "until_s": None}]
     d = doc["demo"]
     assert d["name"] == "hud" and "digit reader" in d["prepare"] and d["prepare_s"] >= 0
     per_stream = d["queries"][0]

@@ -254,3 +254,38 @@ def test_shards_split_streams():
     names = [f"cam-{i}" for i in range(50)]
     parts = [{n for n in names if in_shard(n, i, 3)} for i in range(3)]
     assert set().union(*parts) == set(names) and sum(map(len, parts)) == 50
+
+
+@pytest.mark.parametrize("rate, video_s_per_clock_s", [("realtime", 1.0), ("4", 4.0), ("0.5", 0.5)])
+def test_a_paced_file_takes_its_duration_divided_by_its_speed(rate, video_s_per_clock_s):
+    """`--rate realtime|FACTOR`: a file is published at its own pace times the factor (on a fake
+    clock: the time it took is what the pacing slept); `max` does not wait at all."""
+    from vidnexus.streams.spec import parse_rate
+
+    realtime, speed = parse_rate(rate)
+    clock = FakeClock()
+    bus = kept_bus()
+    spec = StreamSpec("s", "synthetic://hud?fps=10&seconds=4", fps=5.0, realtime=realtime, speed=speed)
+    st = StreamWorker(spec, bus, "f", clock=clock).run()
+    assert st.state == "done" and st.published == 20
+    last_decoded_pts = (st.decoded - 1) / 10  # the pacing waits for every decoded frame's time, sampled or not
+    assert clock.now() == pytest.approx(last_decoded_pts / video_s_per_clock_s, abs=1e-6)
+    maxed = FakeClock()
+    StreamWorker(StreamSpec("m", "synthetic://hud?fps=10&seconds=4", fps=5.0, realtime=False), kept_bus(), "f",
+                 clock=maxed).run()
+    assert maxed.now() < 0.5
+
+
+def test_rate_values():
+    from vidnexus.streams.spec import parse_rate, rate_text
+
+    assert parse_rate("realtime") == (True, 1.0) and parse_rate("MAX") == (False, 1.0)
+    assert parse_rate("2x") == (True, 2.0) and parse_rate("0.25") == (True, 0.25)
+    for bad in ("fast", "0", "-1", "inf", "nan", "1e9", ""):
+        with pytest.raises(StreamError, match="--rate"):
+            parse_rate(bad)
+    assert rate_text(StreamSpec("a", "x.mp4", realtime=True, speed=2.0)) == "2x"
+    assert rate_text(StreamSpec("a", "x.mp4", realtime=True)) == "realtime"
+    assert rate_text(StreamSpec("a", "x.mp4")) == "max"
+    with pytest.raises(StreamError, match="speed"):
+        StreamSpec("a", "x.mp4", realtime=True, speed=0.0)

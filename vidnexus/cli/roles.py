@@ -487,7 +487,9 @@ def run(
                                      "synthetic://…), repeatable (default name APP-1, APP-2, …); default: the "
                                      "registered streams of APP."),
     fps: float = typer.Option(1.0, callback=finite, min=0.001, max=1000.0, help="Sampling rate of the --stream URLs."),
-    realtime: bool = typer.Option(False, help="Pace files at their own frame rate, as a camera would."),
+    rate: str = typer.Option("max", help="How fast the --stream files are read: max (as fast as they decode), "
+                             "realtime (at their own frame rate, as a camera sends them) or a factor of real time "
+                             "(2 = twice as fast)."),
     until: Optional[float] = typer.Option(None, callback=finite, min=0.001, help="Only the first this many seconds "
                                           "of each --stream file."),
     slo_ms: Optional[float] = typer.Option(None, callback=finite, min=1.0, help="End-to-end SLO (default: the app's)."),
@@ -504,8 +506,9 @@ def run(
     from vidnexus.apps import load_app
     from vidnexus.clock import MonotonicClock
     from vidnexus.cli.saved_run import check_save_path
-    from vidnexus.streams.spec import StreamSpec
+    from vidnexus.streams.spec import StreamSpec, parse_rate
 
+    realtime, speed = parse_rate(rate)
     if save is not None:
         check_save_path(save)
     clock = MonotonicClock()
@@ -519,7 +522,7 @@ def run(
         for k, text in enumerate(stream):
             named = re.fullmatch(r"([A-Za-z0-9_.-]{1,200})=(.+)", text)
             name, url = (named.group(1), named.group(2)) if named else (f"{the_app.name}-{k + 1}", text)
-            specs.append(StreamSpec(name, url, fps=fps, realtime=realtime, until_s=until))
+            specs.append(StreamSpec(name, url, fps=fps, realtime=realtime, speed=speed, until_s=until))
     result, emb = _embedded(the_app, specs, fresh=False, realtime_note="", timeout=timeout, sql_port=sql_port,
                             threads=threads)
     try:
@@ -528,7 +531,7 @@ def run(
         for t, n in tables.items():
             console.print(f"table {t}: {n} rows (vidnexus sql \"SELECT * FROM {t} FINAL LIMIT 10\")", markup=False)
         if save is not None:
-            options = {"app": app_ref, "stream": list(stream), "fps": fps, "realtime": realtime, "until": until,
+            options = {"app": app_ref, "stream": list(stream), "fps": fps, "rate": rate, "until": until,
                        "slo_ms": slo_ms, "timeout": timeout, "threads": threads}
             _save(save, result, clock=clock, started=started, options=options, report=report, tables=tables)
     finally:

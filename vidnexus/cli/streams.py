@@ -42,8 +42,9 @@ def streams_add(
     quality: int = typer.Option(85, min=1, max=100, help="JPEG quality of published frames."),
     max_side: Optional[int] = typer.Option(None, min=16, max=16384,
                                            help="Downscale so the longer side is at most this."),
-    realtime: bool = typer.Option(False, help="Pace a file at its own frame rate (as a camera would send it) "
-                                  "instead of as fast as it decodes."),
+    rate: str = typer.Option("realtime", help="How fast a file is read: realtime (at its own frame rate, as a "
+                             "camera sends it), max (as fast as it decodes: backfill) or a factor of real time "
+                             "(2 = twice as fast). Live sources come at their own pace."),
     until: Optional[float] = typer.Option(None, callback=finite, min=0.001,
                                           help="Stop a file after this many seconds of video (its first part)."),
     skip_corrupt: bool = typer.Option(True, help="Skip packets the decoder rejects and count them (the stream "
@@ -54,7 +55,9 @@ def streams_add(
 ) -> None:
     """Register a stream: the URL is probed (codec, resolution, frame rate) before it is accepted."""
     from vidnexus.streams.ingest import StreamSpec
+    from vidnexus.streams.spec import parse_rate
 
+    realtime, speed = parse_rate(rate)
     tags = {}
     for t in tag:
         k, sep, v = t.partition("=")
@@ -65,7 +68,7 @@ def streams_add(
 
     apps = tuple(dict.fromkeys(load_app(a).name for a in app_))
     spec = StreamSpec(name, url, fps=fps, every_n=every_n, keyframes_only=keyframes, apps=apps, tags=tags,
-                      jpeg_quality=quality, max_side=max_side, realtime=realtime, skip_corrupt=skip_corrupt,
+                      jpeg_quality=quality, max_side=max_side, realtime=realtime, speed=speed, skip_corrupt=skip_corrupt,
                       until_s=until)
     with registry() as reg:
         r = reg.add(spec, check=probe, timeout_s=timeout)
@@ -98,11 +101,14 @@ def _sampling(s: Any) -> str:
 @streams_app.command("show")
 def streams_show(name: str = typer.Argument(...)) -> None:
     """One stream: registration, probe and the last status reported by ingest."""
+    from vidnexus.streams.spec import rate_text
+
     with registry() as reg:
         r = reg.get(name)
         st = reg.status(name)
     console.print(f"name: {r.spec.name}\nstate: {r.state}" + (f" ({r.problem})" if r.problem else "")
-                  + f"\nurl: {r.spec.url}\nsampling: {_sampling(r.spec)}\nprobe: {r.probe}", markup=False)
+                  + f"\nurl: {r.spec.url}\nsampling: {_sampling(r.spec)}\nrate: {rate_text(r.spec)}"
+                  + f"\nprobe: {r.probe}", markup=False)
     if st:
         keys = ("state", "reason", "decoded", "sampled", "published", "rejected", "undelivered", "stale", "corrupt",
                 "errors",

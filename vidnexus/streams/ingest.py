@@ -168,10 +168,11 @@ class StreamWorker:
                 if index <= self._resumed_last:
                     sampler.keep(pts, index)  # sampled as before (the sampler's state), published before
                     return False
-                if self.spec.realtime:
+                if self.spec.realtime:  # at ``speed`` × the video's own pace
+                    at = pts / self.spec.speed
                     if not paced_from:  # from the start, or where a resumed ingest continues
-                        paced_from.append(opened if self._resumed_last < 0 else self.clock.now() - pts)
-                    self.clock.sleep(paced_from[0] + pts - self.clock.now())
+                        paced_from.append(opened if self._resumed_last < 0 else self.clock.now() - at)
+                    self.clock.sleep(paced_from[0] + at - self.clock.now())
                 return bool(sampler.keep(pts, index))
             if not first_pts:
                 first_pts.append(pts)

@@ -41,7 +41,8 @@ STREAMS_TABLE = TableSchema(
      Column("max_side", "UInt32"),  # 0: no downscaling
      Column("realtime", "UInt8"),
      Column("stop_on_corrupt", "UInt8"),  # not skip_corrupt, so that rows from before it skip by default
-     Column("until_s", "Float64")),  # 0: the whole file
+     Column("until_s", "Float64"),  # 0: the whole file
+     Column("speed", "Float64")),  # 0: 1.0 (a realtime file at its own pace)
     order_by=("name",),
     engine="ReplacingMergeTree(version)",
 )
@@ -63,7 +64,7 @@ STATUS_TABLE = TableSchema(
 STATES = ("enabled", "paused", "removed")
 MAX_PROBE_TIMEOUT_S = 3600.0  # as `streams add --timeout` allows
 _COLUMNS = ("name", "url", "fps", "every_n", "keyframes_only", "apps", "tag_keys", "tag_values", "state", "probe",
-            "jpeg_quality", "max_side", "realtime", "stop_on_corrupt", "until_s")
+            "jpeg_quality", "max_side", "realtime", "stop_on_corrupt", "until_s", "speed")
 
 
 _last_version = 0
@@ -94,7 +95,7 @@ def registered_from_row(row: Sequence[Any]) -> RegisteredStream:
     Rows keep meaning what ingest did with them when they were written: ``every_n`` or keyframes win
     over a stored ``fps``, and 0 in a column added later means its default.
     """
-    name, url, fps, every_n, kf, apps, keys, values, state, pr, quality, max_side, realtime, stop, until = row
+    name, url, fps, every_n, kf, apps, keys, values, state, pr, quality, max_side, realtime, stop, until, speed = row
     problem = ""
     if every_n or kf:
         fps = None
@@ -106,7 +107,7 @@ def registered_from_row(row: Sequence[Any]) -> RegisteredStream:
     fields: dict[str, Any] = dict(
         name=name, url=url, fps=fps or None, every_n=every_n or None, keyframes_only=bool(kf), apps=tuple(apps or ()),
         tags=dict(zip(keys or (), values or ())), jpeg_quality=quality or 85, max_side=max_side or None,
-        realtime=bool(realtime), skip_corrupt=not stop, until_s=until or None)
+        realtime=bool(realtime), speed=speed or 1.0, skip_corrupt=not stop, until_s=until or None)
     try:
         spec = StreamSpec(**fields, check=not problem)
     except Exception as e:  # StreamError, or a TypeError from a value no version should have written
@@ -140,7 +141,8 @@ class StreamRegistry:
             "tag_values": list(spec.tags.values()), "state": state, "probe": json.dumps(probe_doc),
             "updated": dt.datetime.fromtimestamp(int(wall_time())), "version": _version(),
             "jpeg_quality": spec.jpeg_quality, "max_side": spec.max_side or 0, "realtime": int(spec.realtime),
-            "stop_on_corrupt": int(not spec.skip_corrupt), "until_s": float(spec.until_s or 0.0)}
+            "stop_on_corrupt": int(not spec.skip_corrupt), "until_s": float(spec.until_s or 0.0),
+            "speed": float(spec.speed)}
         names = STREAMS_TABLE.column_names
         self.store.insert(STREAMS_TABLE.name, names, [tuple(row[c] for c in names)])
 

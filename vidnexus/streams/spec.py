@@ -32,7 +32,7 @@ from urllib.parse import unquote, urlparse
 from vidnexus.errors import StreamError
 
 __all__ = ["StreamSpec", "spec_problem", "normalize_url", "local_path", "url_scheme", "SCHEMES", "MAX_FPS",
-           "MAX_EVERY_N", "MAX_SIDE_RANGE", "DEFAULT_FPS"]
+           "MAX_EVERY_N", "MAX_SIDE_RANGE", "DEFAULT_FPS", "MAX_SPEED", "parse_rate", "rate_text"]
 
 SCHEMES = ("file", "rtsp", "rtsps", "http", "https", "synthetic")
 DEFAULT_FPS = 1.0
@@ -99,6 +99,43 @@ def _integer(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+MAX_SPEED = 1000.0
+"""The fastest pace, as a multiple of real time, that ``--rate`` accepts."""
+
+
+def parse_rate(text: str) -> tuple[bool, float]:
+    """``--rate`` as (realtime, speed): ``realtime`` (a camera's pace), ``max`` (as fast as the file
+    decodes: backfill) or a factor of real time (``2``: twice as fast).
+
+    Example:
+        >>> parse_rate("realtime"), parse_rate("max"), parse_rate("2.5")
+        ((True, 1.0), (False, 1.0), (True, 2.5))
+
+    Raises:
+        StreamError: anything else, with what is allowed.
+    """
+    t = str(text).strip().lower()
+    if t in ("realtime", "real-time", "1", "1x"):
+        return True, 1.0
+    if t == "max":
+        return False, 1.0
+    try:
+        factor = float(t[:-1] if t.endswith("x") else t)
+    except ValueError:
+        factor = math.nan
+    if not (math.isfinite(factor) and 0 < factor <= MAX_SPEED):
+        raise StreamError(f"--rate {text!r} is not allowed; use realtime, max, or a factor of real time "
+                          f"> 0 and <= {MAX_SPEED:g} (2 = twice as fast)")
+    return True, factor
+
+
+def rate_text(spec: "StreamSpec") -> str:
+    """How ``spec`` reads a file, as ``--rate`` takes it."""
+    if not spec.realtime:
+        return "max"
+    return "realtime" if spec.speed == 1.0 else f"{spec.speed:g}x"
+
+
 def spec_problem(spec: "StreamSpec") -> str | None:
     """The first thing wrong with ``spec`` as one line (stream, option, given, allowed), or None.
 
@@ -136,6 +173,8 @@ def spec_problem(spec: "StreamSpec") -> str | None:
         return bad("max_side", spec.max_side, f"a whole number of pixels from {lo} to {hi}")
     if spec.until_s is not None and not (_number(spec.until_s) and math.isfinite(spec.until_s) and spec.until_s > 0):
         return bad("until_s", spec.until_s, "a finite number of seconds > 0")
+    if not (_number(spec.speed) and math.isfinite(spec.speed) and 0 < spec.speed <= MAX_SPEED):
+        return bad("speed", spec.speed, f"a finite factor of real time > 0 and <= {MAX_SPEED:g}")
     for option in ("keyframes_only", "realtime", "skip_corrupt"):
         if not isinstance(getattr(spec, option), bool):
             return bad(option, getattr(spec, option), "True or False")
@@ -166,6 +205,9 @@ class StreamSpec:
     jpeg_quality: int = 85
     max_side: int | None = None
     realtime: bool = False
+    """Pace a file at its own frame rate, as a camera would send it (else: as fast as it decodes)."""
+    speed: float = 1.0
+    """With ``realtime``, the pace as a multiple of real time (2.0: twice as fast as the video)."""
     until_s: float | None = None
     """Stop a file after this many seconds of video (its first part); it then ends ``done``."""
     skip_corrupt: bool = True
