@@ -289,6 +289,8 @@ def worker(
                                       help="Refuse to start when an infer step calls a model the model "
                                            "repository (VNX_DATA_DIR/models) does not know; turn off where the "
                                            "executors' repository is not visible from the worker."),
+    slo_ms: Optional[float] = typer.Option(None, callback=finite, min=1.0, help="End-to-end SLO of the app's frames "
+                                           "(default: the app's own); its stages' sessions follow from it."),
 ) -> None:
     """Run an app's operator chain over Kafka (distributed mode): the same worker role embedded
     mode runs.
@@ -302,12 +304,12 @@ def worker(
         raise VidnexusError(f"--runtime {runtime!r}: use bus or faust")
     cfg = settings()
     require_kafka(cfg, "worker")
-    the_app = load_app(app_ref)
+    the_app = _with_slo(load_app(app_ref), slo_ms)
     stage = _stage_split(the_app, split)
     if check_models:
         _check_models(cfg, the_app)
     err_console.print(f"worker: app {the_app.name}, chain of {len(the_app.steps())} steps, "
-                      f"models {', '.join(the_app.models) or 'none'} ({runtime} runtime)")
+                      f"models {', '.join(the_app.models) or 'none'}, SLO {the_app.slo_ms:g} ms ({runtime} runtime)")
     if runtime == "faust":
         from vidnexus.roles.worker_faust import run_faust_worker
 
