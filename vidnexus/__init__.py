@@ -6,11 +6,32 @@ executor::
     from vidnexus import Executor, SessionSpec, Profile
 """
 
-from vidnexus.config import Settings, load_settings
-from vidnexus.errors import VidnexusError
-from vidnexus.contracts.replies import Reply
-from vidnexus.gpu_executor import Executor, Profile, SessionSpec
-from vidnexus.streams import Frame
+import os as _os
+import sys as _sys
+
+
+def _without_triton_where_no_gpu() -> None:
+    """On a machine with no GPU device, make ``import triton`` fail (torch then treats triton as
+    not installed).
+
+    torch pulls triton in from its compiler stack (``torch._dynamo``, imported by every optimizer
+    and by torchvision), and triton's native bindings print hundreds of ``nanobind: leaked ...``
+    lines when the process exits. Triton only generates GPU kernels; vidnexus does not use
+    ``torch.compile``. Where an NVIDIA or AMD device node exists, or ``VNX_KEEP_TRITON=1``,
+    nothing changes."""
+    if "triton" in _sys.modules or _os.environ.get("VNX_KEEP_TRITON") == "1":
+        return
+    if not any(_os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/nvidia0", "/proc/driver/nvidia", "/dev/kfd")):
+        _sys.modules["triton"] = None  # type: ignore[assignment]  # the import system's "blocked" marker
+
+
+_without_triton_where_no_gpu()
+
+from vidnexus.config import Settings, load_settings  # noqa: E402
+from vidnexus.errors import VidnexusError  # noqa: E402
+from vidnexus.contracts.replies import Reply  # noqa: E402
+from vidnexus.gpu_executor import Executor, Profile, SessionSpec  # noqa: E402
+from vidnexus.streams import Frame  # noqa: E402
 
 __all__ = [
     "Executor", "Frame", "Profile", "Reply", "SessionSpec", "Settings", "VidnexusError",

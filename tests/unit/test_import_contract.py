@@ -64,6 +64,7 @@ PURE = [
     "streams/sampling.py", "streams/spec.py", "streams/media_verdicts.py",
     "operators/windows.py", "operators/tracking.py", "operators/frame_version.py",
     "sim/loadgen.py", "sim/simulator.py", "sim/cluster.py",
+    "roles/summary.py",
     "sql_allowlist.py",
 ]
 FORBIDDEN = {"torch", "torchvision", "kafka", "aiokafka", "confluent_kafka", "av", "faust", "chdb",

@@ -11,10 +11,6 @@ __all__ = ["resnet18_trunk", "headed_variants", "separate_copies", "profile_resn
 def resnet18_trunk() -> Any:
     """ResNet-18 up to the pooled 512-d feature (the part variants share)."""
     import torch.nn as nn
-
-    from vidnexus.gpu_executor.zoo import without_triton_on_cpu
-
-    without_triton_on_cpu()
     import torchvision.models as tvm
 
     m = tvm.resnet18(weights=None)

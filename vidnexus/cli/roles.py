@@ -175,6 +175,7 @@ def executor(
                                                           lambda line: err_console.print(f"executor: {line}", markup=False)),
                         executor_id=executor_id, stats_every_s=stats_every,
                         metrics=ExecutorMetrics(registry))
+    role.on_summary = _print_summary
     stop = threading.Event()
     _stop_on_signals(stop)
     try:
@@ -271,6 +272,11 @@ def _check_models(cfg: Any, app: Any) -> None:
                             f"or see `vidnexus models list`")
 
 
+def _print_summary(line: str, warn: bool) -> None:
+    """A role's periodic summary line (roles/summary.py) on stderr; a warning says so."""
+    err_console.print(("warning: " if warn else "") + line, markup=False, highlight=False)
+
+
 def worker(
     app_ref: str = typer.Argument(..., metavar="APP",
                                   help="A built-in app name (hud) or package.module:attribute of an App."),
@@ -322,13 +328,14 @@ def worker(
 
         run_faust_worker(the_app, cfg, concurrency=concurrency, partitions=partitions, split=stage,
                          loglevel=log_level, on_ready=lambda: err_console.print(f"worker: app {the_app.name} started"),
-                         stall_s=stall_restart, on_stall=restart)
+                         stall_s=stall_restart, on_stall=restart, on_summary=_print_summary)
         return
     from vidnexus.connectors.factory import open_bus
     from vidnexus.roles.worker import WorkerRole
 
     bus = open_bus(cfg)
     role = WorkerRole(cfg, the_app, bus=bus, split=stage, concurrency=concurrency, partitions=partitions)
+    role.on_summary = _print_summary
     stop = threading.Event()
     _stop_on_signals(stop)
     err_console.print(f"worker: app {the_app.name} started")
@@ -356,6 +363,7 @@ def sink(
     require_kafka(cfg, "sink")
     with _bus_and_store(cfg) as (bus, store):
         role = SinkRole(cfg, bus=bus, store=store, group=group, max_rows=max_rows, max_delay_s=max_delay)
+        role.on_summary = _print_summary
         stop = threading.Event()
         _stop_on_signals(stop)
         role.prepare()

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from vidnexus.gpu_executor.catalog import ModelEntry
 from vidnexus.gpu_executor.preprocess import ImageInput
 
-__all__ = ["ZOO", "lenet5", "random_init", "without_triton_on_cpu"]
+__all__ = ["ZOO", "lenet5", "random_init"]
 
 _RANDOM = "random weights: compute profile only"
 _RGB224 = ImageInput((3, 224, 224), "rgb")
@@ -42,24 +42,8 @@ def lenet5(num_classes: int = 10) -> Any:
     )
 
 
-def without_triton_on_cpu() -> None:
-    """Call before importing torchvision: on a machine without CUDA, make ``import triton`` fail.
-
-    torchvision imports triton (through torch's custom-op registry), and triton's native bindings
-    then print hundreds of ``nanobind: leaked ...`` lines when the process exits. Triton only
-    generates GPU kernels (for ``torch.compile``, which vidnexus does not use), and torch treats a
-    failed ``import triton`` as "not installed". With CUDA present, nothing changes."""
-    import sys
-
-    import torch
-
-    if "triton" not in sys.modules and not torch.cuda.is_available():
-        sys.modules["triton"] = None  # type: ignore[assignment]  # the import system's "blocked" marker
-
-
 def _tv(name: str) -> Callable[[Path], Any]:
     def build(_model_dir: Path) -> Any:
-        without_triton_on_cpu()
         import torchvision.models as tvm
 
         return getattr(tvm, name)(weights=None)
@@ -68,14 +52,12 @@ def _tv(name: str) -> Callable[[Path], Any]:
 
 
 def _ssdlite(_model_dir: Path) -> Any:
-    without_triton_on_cpu()
     from torchvision.models.detection import ssdlite320_mobilenet_v3_large
 
     return ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None)
 
 
 def _keypoint(_model_dir: Path) -> Any:
-    without_triton_on_cpu()
     from torchvision.models.detection import keypointrcnn_resnet50_fpn
 
     return keypointrcnn_resnet50_fpn(weights=None, weights_backbone=None)

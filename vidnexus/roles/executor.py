@@ -36,6 +36,7 @@ from vidnexus.gpu_executor.batching import PolicyName
 from vidnexus.gpu_executor.executor import Executor
 from vidnexus.gpu_executor.metrics import ExecutorMetrics
 from vidnexus.gpu_executor.service import ExecutorService
+from vidnexus.roles.summary import PeriodicSummary
 from vidnexus.roles.follow import PlanFollower
 
 __all__ = ["ExecutorRole", "Models", "LoadModels", "repository", "repository_loader", "repository_inputs"]
@@ -138,6 +139,9 @@ class ExecutorRole:
         self._stop = threading.Event()
         self.outage = Outage(f"executor {self.id}", self.clock, give_up_s=settings.give_up_s)
         self.dead_letters = DeadLetters(bus, self.topics, f"executor {self.id}").expect("requests")
+        self.summary = PeriodicSummary(f"executor {self.id}", "requests", start=self.clock.now())
+        self.on_summary: Callable[[str, bool], None] | None = None
+        """Called with each periodic summary line and whether it is a warning (the CLI prints it)."""
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> "ExecutorRole":
@@ -180,6 +184,7 @@ class ExecutorRole:
         if now >= self._next_report:
             self._next_report = now + self.stats_every_s
             self.report(now)
+            self.summarize(now)
         if self._follower is not None:
             plan = self._follower.newest()
             if plan is not None:
@@ -231,6 +236,22 @@ class ExecutorRole:
         return ExecutorStats(self.id, self.device, self.clock.wall(), self.executor.targets(),
                              tuple(sorted(t.rsplit(".req.", 1)[-1] for t in self.service.topics)),
                              dict(self.executor.core.profiles()), tuple(sessions), self.stats_every_s)
+
+    def summarize(self, now: float) -> None:
+        """The periodic summary line, when due: requests answered within their SLO (ok), late, and
+        dropped by reason, over every session."""
+        if self.on_summary is None or self.executor is None:
+            return
+        counts: dict[str, int] = {}
+        for st in self.executor.stats():
+            ok = int(st.get("within_slo", 0))
+            counts["ok"] = counts.get("ok", 0) + ok
+            counts["late"] = counts.get("late", 0) + int(st.get("replies", 0)) - ok
+            for reason, n in dict(st.get("drops", {})).items():
+                counts[f"dropped {reason}"] = counts.get(f"dropped {reason}", 0) + int(n)
+        out = self.summary.tick(now, counts)
+        if out is not None:
+            self.on_summary(*out)
 
     def report(self, now: float) -> None:
         try:

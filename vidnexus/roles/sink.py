@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import SINK_MAX_ROWS, Settings
@@ -32,6 +32,7 @@ from vidnexus.contracts.schema import TableSchema
 from vidnexus.contracts.topics import Topics
 from vidnexus.errors import CodecError, ConfigError, ConnectorError
 from vidnexus.operators.engine import FRAMES_TABLE
+from vidnexus.roles.summary import PeriodicSummary
 
 __all__ = ["SinkRole", "SinkStats"]
 
@@ -66,6 +67,9 @@ class SinkRole:
         self.watchdog = GroupWatchdog(bus, self.group, lambda: [self.topic], self.clock, stall_s=settings.watchdog_s,
                                       role="sink")
         self.stats = SinkStats()
+        self.summary = PeriodicSummary("sink", "rows", ok_keys=("inserted",), start=self.clock.now())
+        self.on_summary: Callable[[str, bool], None] | None = None
+        """Called with each periodic summary line and whether it is a warning (the CLI prints it)."""
         self._known: dict[str, TableSchema] = {}
         self._ensured: set[TableSchema] = set()  # schemas whose table is known to take their rows
         self._buf: list[tuple[Message, dict[str, list[tuple[Any, ...]]], dict[str, TableSchema]]] = []
@@ -88,6 +92,12 @@ class SinkRole:
         if read == 0 and not self._buf and self.watchdog.check(self.consumer):
             self.consumer.close()
             self.consumer = self.bus.subscribe([self.topic], group=self.group)
+        if self.on_summary is not None:
+            st = self.stats
+            out = self.summary.tick(self.clock.now(), {"inserted": st.rows, "dead-lettered": st.dead},
+                                    {"inserts": st.inserts, "retries": st.retries})
+            if out is not None:
+                self.on_summary(*out)
         return self._buffered_rows
 
     def _read(self, timeout_s: float) -> int:

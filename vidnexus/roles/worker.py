@@ -45,6 +45,7 @@ from vidnexus.gpu_executor.metrics import RecentTimes
 from vidnexus.operators.chain import App, Step
 from vidnexus.operators.engine import ChainEngine, FrameOutcome, KeyedDispatcher, app_schemas, wants
 from vidnexus.operators.infer import RemoteBackend, session_of, stage_slos
+from vidnexus.roles.summary import PeriodicSummary
 from vidnexus.roles.follow import PlanFollower
 
 __all__ = ["WorkerRole", "WorkerStats", "Out", "unknown_models"]
@@ -138,6 +139,9 @@ class WorkerRole:
         self._next_report = self.clock.now() + report_every_s
         self._last_commit = self.clock.now()
         self._stop = threading.Event()
+        self.summary = PeriodicSummary(f"worker {app.name}", "frames", start=self.clock.now())
+        self.on_summary: Callable[[str, bool], None] | None = None
+        """Called with each periodic summary line and whether it is a warning (the CLI prints it)."""
         self._stopping: threading.Event = self._stop
         self.outage = Outage(f"worker {app.name}/{self.id}", self.clock, give_up_s=settings.give_up_s)
         self.watchdog = GroupWatchdog(bus, self.group, lambda: [self.topics.frames], self.clock,
@@ -218,6 +222,15 @@ class WorkerRole:
             self._next_report = now + self.report_every_s
             self.publish_report()
             self.follow_plan()
+            self.summarize()
+
+    def summarize(self) -> None:
+        """The periodic summary line, when due (:class:`~vidnexus.roles.summary.PeriodicSummary`)."""
+        if self.on_summary is None:
+            return
+        out = self.summary.tick(self.clock.now(), {**self.stats.status, "dead-lettered": self.stats.dead})
+        if out is not None:
+            self.on_summary(*out)
 
     # -- the loop ------------------------------------------------------------------------------
     def _subscribe(self) -> Consumer:

@@ -42,7 +42,8 @@ def stalled(lag: dict[int, int]) -> bool:
 
 def run_faust_worker(app: App, settings: Settings, *, concurrency: int = 32, partitions: int = 8,
                      split: dict[str, float] | None = None, loglevel: str = "warning",
-                     on_ready: Any = None, stall_s: float = 0.0, on_stall: Any = None) -> None:
+                     on_ready: Any = None, stall_s: float = 0.0, on_stall: Any = None,
+                     on_summary: Any = None) -> None:
     """Run ``app`` as a faust worker until SIGTERM/SIGINT (blocking).
 
     ``stall_s`` > 0 arms a watchdog: when no frame reached the agent for that long, none is in
@@ -56,6 +57,7 @@ def run_faust_worker(app: App, settings: Settings, *, concurrency: int = 32, par
 
     bus = open_bus(settings)  # raises a clear error when the broker is unreachable
     role = WorkerRole(settings, app, bus=bus, split=split, concurrency=concurrency, partitions=partitions)
+    role.on_summary = on_summary
     topics = role.topics
     brokers = ";".join(f"kafka://{h}" for h in settings.kafka_bootstrap.split(","))
     (settings.work_dir / "faust").mkdir(parents=True, exist_ok=True)
@@ -170,6 +172,7 @@ def run_faust_worker(app: App, settings: Settings, *, concurrency: int = 32, par
         """The app's DNN graph and measured fan-out for query analysis; the scheduler's split."""
         role.publish_report()
         role.follow_plan()
+        role.summarize()
 
     if on_ready is not None:
         @fapp.task  # type: ignore[untyped-decorator]  # faust: unannotated
