@@ -17,9 +17,8 @@ def _without_triton_where_no_gpu() -> None:
     torch pulls triton in from its compiler stack (``torch._dynamo``, imported by every optimizer
     and by torchvision), and triton's native bindings print hundreds of ``nanobind: leaked ...``
     lines when the process exits. Triton only generates GPU kernels; vidnexus does not use
-    ``torch.compile``. Where an NVIDIA or AMD device node exists, or ``VNX_KEEP_TRITON=1``,
-    nothing changes."""
-    if "triton" in _sys.modules or _os.environ.get("VNX_KEEP_TRITON") == "1":
+    ``torch.compile``. Where an NVIDIA or AMD device node exists, nothing changes."""
+    if "triton" in _sys.modules:
         return
     if not any(_os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/nvidia0", "/proc/driver/nvidia", "/dev/kfd")):
         _sys.modules["triton"] = None  # type: ignore[assignment]  # the import system's "blocked" marker
