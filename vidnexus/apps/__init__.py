@@ -4,6 +4,8 @@ user's ``package.module:attribute``. ``APP_REFS`` maps each built-in name to its
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 from vidnexus.errors import ConfigError
 from vidnexus.gpu_executor.catalog import ModelEntry, merge_entries
@@ -52,7 +54,9 @@ def model_catalog() -> tuple[ModelEntry, ...]:
 
 def load_app(ref: str) -> App:
     """Import ``package.module:attribute`` (or a built-in app's name) and return the App, its chain
-    checked.
+    checked. The module is looked up on ``sys.path`` and then in the current directory (as
+    ``python -m`` or uvicorn find it): ``vidnexus run myapp:app`` works from the folder that holds
+    ``myapp.py``, with no ``PYTHONPATH``.
 
     Raises:
         ConfigError: the module or attribute does not exist, is not an App, or its chain is invalid.
@@ -63,7 +67,7 @@ def load_app(ref: str) -> App:
         >>> load_app("no_such_module:app")
         Traceback (most recent call last):
         ...
-        vidnexus.errors.ConfigError: app 'no_such_module:app': cannot import no_such_module: No module named 'no_such_module'
+        vidnexus.errors.ConfigError: app 'no_such_module:app': cannot import no_such_module: No module named 'no_such_module' (looked on sys.path and in the current directory)
     """
     ref = APP_REFS.get(ref, ref)
     mod_name, sep, attr = ref.partition(":")
@@ -72,6 +76,19 @@ def load_app(ref: str) -> App:
                           f"or a built-in app name ({', '.join(sorted(APP_REFS))})")
     try:
         mod = importlib.import_module(mod_name)
+    except ModuleNotFoundError as e:
+        here = os.getcwd()
+        where = "on sys.path and in the current directory"
+        if e.name != mod_name.split(".")[0]:
+            raise ConfigError(f"app {ref!r}: cannot import {mod_name}: {e}") from None
+        if here in sys.path:
+            raise ConfigError(f"app {ref!r}: cannot import {mod_name}: {e} (looked {where})") from None
+        sys.path.append(here)  # after everything else: the current directory never shadows a package
+        try:
+            mod = importlib.import_module(mod_name)
+        except ImportError as e2:
+            sys.path.remove(here)
+            raise ConfigError(f"app {ref!r}: cannot import {mod_name}: {e2} (looked {where})") from None
     except ImportError as e:
         raise ConfigError(f"app {ref!r}: cannot import {mod_name}: {e}") from None
     obj = getattr(mod, attr, None)
