@@ -143,7 +143,8 @@ def _bin_dir(tmp: Path) -> Path:
     imports this checkout's package (an editable install of it, as ``make`` makes), else a copy of
     that script that puts this checkout first (a venv shared by several checkouts or worktrees, whose
     editable install points at another). The copy keeps the console script's ``sys.path``: its own
-    folder first, never the current directory, so ``PYTHONPATH=.`` in the page is still needed."""
+    folder first, never the current directory, so the page's commands find the user's module only
+    through ``load_app``'s own look in the current directory, as they do for a user."""
     venv_bin = Path(sys.executable).parent
     probe = subprocess.run([sys.executable, "-c", "import vidnexus; print(vidnexus.__file__)"],
                            cwd=tmp, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
