@@ -83,3 +83,23 @@ def test_exit_codes_from_commands_reach_the_shell(tmp_path):
     p, _ = vnx("services", "status", env={"VNX_WORK_DIR": str(tmp_path), "VNX_KAFKA_PORT": "1",
                                           "VNX_CLICKHOUSE_TCP_PORT": "2"})
     assert p.returncode == 1 and "kafka: stopped" in p.stdout
+
+
+def test_executor_app_sessions_are_the_ones_its_workers_start_with():
+    """`vidnexus executor --app APP[@SLO_MS]`: no session typed by hand; the app's SLO split evenly
+    over its DNN depth, as RemoteBackend sends before the scheduler's split."""
+    import pytest
+
+    from vidnexus.apps import load_app
+    from vidnexus.cli.roles import _app_sessions
+    from vidnexus.errors import VidnexusError
+    from vidnexus.operators.infer import session_of, stage_slos
+
+    hud = load_app("hud")
+    assert [str(k) for k in _app_sessions("hud")] == [session_of(m, stage_slos(hud)) for m in stage_slos(hud)]
+    assert [str(k) for k in _app_sessions("hud@1000")] == ["hud_digits-1000ms"]
+    game = _app_sessions("game@900")  # three sequential DNN stages: 300 ms each
+    assert game and {k.slo_ms for k in game} == {300.0}
+    for bad in ("hud@x", "hud@0", "hud@nan"):
+        with pytest.raises(VidnexusError, match="SLO after @"):
+            _app_sessions(bad)

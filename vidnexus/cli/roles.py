@@ -3,6 +3,7 @@ role per process, over Kafka), and ``run`` / ``demo`` (every role in one process
 
 from __future__ import annotations
 
+import math
 import signal
 import sys
 import threading
@@ -127,9 +128,36 @@ def _follow_ingest(role: Any, once: bool, shard: str) -> None:
 
 
 # -- executor ----------------------------------------------------------------------------------
+def _app_sessions(ref: str) -> list[Any]:
+    """``--app APP[@SLO_MS]``: the sessions the app's workers send to before the scheduler's split
+    (the app's SLO, or SLO_MS, divided evenly over its DNN depth)."""
+    from vidnexus.apps import load_app
+    from vidnexus.contracts.sessions import SessionKey
+    from vidnexus.operators.infer import stage_slos
+
+    name, at, slo = ref.rpartition("@") if "@" in ref else (ref, "", "")
+    slo_ms = None
+    if at:
+        try:
+            slo_ms = float(slo)
+        except ValueError:
+            slo_ms = math.nan
+        if not (math.isfinite(slo_ms) and slo_ms >= 1):
+            raise VidnexusError(f"--app {ref!r}: the SLO after @ must be a number of ms >= 1")
+    the_app = _with_slo(load_app(name), slo_ms)
+    stages = stage_slos(the_app)
+    if not stages:
+        raise VidnexusError(f"--app {ref!r}: app {the_app.name} calls no model; there is nothing to serve")
+    return [SessionKey(m, ms) for m, ms in sorted(stages.items())]
+
+
 def executor(
-    session: list[str] = typer.Option(..., "--session", "-s",
+    session: list[str] = typer.Option([], "--session", "-s",
                                       help="MODEL:SLO_MS to serve, repeatable (e.g. -s resnet18:100)."),
+    app_: list[str] = typer.Option([], "--app", help="Serve the sessions an app's workers start with: each DNN "
+                                   "stage at the app's SLO split evenly over its DNN depth. APP (a built-in name or "
+                                   "package.module:attribute, found like `vidnexus run` finds it) or APP@SLO_MS "
+                                   "when its workers run with --slo-ms; repeatable, with or without -s."),
     device: str = typer.Option("cpu", help="cpu or cuda:N"),
     policy: str = typer.Option("early_drop", help="Batching policy: early_drop, lazy_drop or fifo."),
     weights: list[str] = typer.Option([], help="MODEL=PATH of a local state_dict with real weights."),
@@ -159,6 +187,10 @@ def executor(
     sessions = [SessionKey.from_arg(s) for s in session]
     cfg = settings()
     require_kafka(cfg, "executor")
+    for ref in app_:
+        sessions += [k for k in _app_sessions(ref) if k not in sessions]
+    if not sessions:
+        raise VidnexusError("give the sessions to serve: -s MODEL:SLO_MS, or --app APP for an app's sessions")
     if threads:
         import torch
 
