@@ -306,7 +306,7 @@ class Executor:
                     self.preprocess[spec.model] = preprocess
             if profile is not None:
                 self.core.with_profile(spec.model, profile)
-            if spec.model not in self.runners:
+            if spec.model not in self.runners and spec.model not in self.core.prefix_groups():
                 raise ValueError(f"session {spec.session_id}: model {spec.model} is not loaded here")
             self.core.add_session(spec)
             self._specs[spec.session_id] = spec
@@ -335,8 +335,9 @@ class Executor:
             return list(self._specs)
 
     def hosts_model(self, model: str) -> bool:
+        """Whether ``model`` can run here: its own runner, or its prefix group's."""
         with self._lock:
-            return model in self.runners
+            return model in self.runners or model in self.core.prefix_groups()
 
     def set_targets(self, targets: Mapping[str, int]) -> None:
         with self._lock:

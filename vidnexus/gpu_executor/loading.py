@@ -91,15 +91,18 @@ def prepare_models(
     return runners, profiles
 
 
-def prefix_batching(runners: dict[str, Any], device: str = "cpu") -> tuple[dict[str, str], dict[str, Any]]:
-    """Models among ``runners`` whose trunks are equal (structure and weights) → prefix groups and
-    one :class:`~vidnexus.gpu_executor.prefix.PrefixRunner` per group (the trunk run once per merged
-    batch, each model's head on its slice)."""
+def prefix_batching(runners: dict[str, Any], device: str = "cpu",
+                    declared: dict[str, str] | None = None) -> tuple[dict[str, str], dict[str, Any]]:
+    """Models among ``runners`` whose trunks are equal (structure and weights), or that declare the
+    same prefix group at registration (``declared``: model → group, ``vidnexus models register
+    --prefix``), → prefix groups and one :class:`~vidnexus.gpu_executor.prefix.PrefixRunner` per
+    group (the trunk held once and run once per merged batch, each model's head on its slice).
+    A declared group's members share the first member's trunk: declaring says they are the same."""
     from vidnexus.gpu_executor.prefix import PrefixRunner, detect_prefix_groups
 
     modules = {m: r.module for m, r in runners.items() if getattr(r, "module", None) is not None
                and not getattr(r, "list_input", False)}
-    groups = detect_prefix_groups(modules)
+    groups = detect_prefix_groups(modules, declared)
     group_runners = {}
     for gid in set(groups.values()):
         members = {m: modules[m] for m, g in groups.items() if g == gid}

@@ -18,7 +18,7 @@ import socket
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import Settings
@@ -39,7 +39,8 @@ from vidnexus.gpu_executor.service import ExecutorService
 from vidnexus.roles.summary import PeriodicSummary
 from vidnexus.roles.follow import PlanFollower
 
-__all__ = ["ExecutorRole", "Models", "LoadModels", "repository", "repository_loader", "repository_inputs"]
+__all__ = ["ExecutorRole", "Models", "LoadModels", "repository", "repository_loader", "repository_inputs",
+           "declared_prefixes"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +65,21 @@ def repository_loader(settings: Settings, device: str, weights: dict[str, Path] 
     from vidnexus.gpu_executor.loading import prepare_models
 
     return lambda names: prepare_models(settings, names, device, weights, repo=repository(settings), progress=progress)
+
+
+def declared_prefixes(settings: Settings, models: Iterable[str]) -> dict[str, str]:
+    """model → the prefix group it was registered with (``vidnexus models register --prefix``), for
+    the repository's models among ``models`` (an app's own models declare none)."""
+    repo = repository(settings)
+    out = {}
+    for m in models:
+        try:
+            prefix = repo.get(m).prefix
+        except Exception:  # not a repository model
+            continue
+        if prefix:
+            out[m] = prefix
+    return out
 
 
 def repository_inputs(settings: Settings) -> Callable[[str], Callable[[Any], Any] | None]:
@@ -151,8 +167,11 @@ class ExecutorRole:
         from vidnexus.gpu_executor.loading import prefix_batching
 
         runners, profiles = self.load(sorted({s.model for s in self.specs.values()}))
-        self.groups, group_runners = prefix_batching(runners, self.device)
+        self.groups, group_runners = prefix_batching(runners, self.device, declared_prefixes(self.settings, runners))
         preprocess = {m: f for m in runners if (f := self.inputs(m)) is not None}
+        # A group's members run through its PrefixRunner only: their own full copies go, so the
+        # trunk is held once (the memory prefix batching saves).
+        runners = {m: r for m, r in runners.items() if m not in self.groups}
         self.executor = Executor(list(self.specs.values()), runners, profiles, preprocess=preprocess,
                                  clock=self.clock, metrics=self.metrics, prefix_groups=self.groups,
                                  group_runners=group_runners, workers=self.workers).start()

@@ -121,3 +121,57 @@ def test_members_join_without_being_dropped():
     assert c.queued("s1") == 1
     nxt = c.schedule(0.0).dispatch
     assert nxt.request_ids == (2,)
+
+
+def trunk_a():
+    torch.manual_seed(10)
+    return Headed(nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Flatten()), nn.Linear(144, 3))
+
+
+def trunk_b():
+    torch.manual_seed(11)  # other weights: hashing alone would not group a and b
+    return Headed(nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Flatten()), nn.Linear(144, 3))
+
+
+def test_declared_prefixes_group_and_the_served_executor_holds_one_trunk(tmp_path):
+    """Models registered with the same --prefix form a group on the served executor (hashing would
+    not group these: their trunks' weights differ), and the executor keeps only the group's
+    PrefixRunner for them: their own full copies are gone."""
+    from vidnexus.config import Settings
+    from vidnexus.connectors.memory_bus import MemoryBus
+    from vidnexus.contracts.sessions import SessionKey
+    from vidnexus.gpu_executor.repository import ModelRepository, ModelSpec
+    from vidnexus.gpu_executor.runner import TorchRunner
+    from vidnexus.roles.executor import ExecutorRole, declared_prefixes
+
+    settings = Settings(data_dir=tmp_path, topic_prefix="pfx")
+    repo = ModelRepository(tmp_path / "models")
+    for name, fn in (("pa", "trunk_a"), ("pb", "trunk_b"), ("solo", "trunk_a")):
+        repo.register(ModelSpec(name, f"factory:{__name__}:{fn}", (1, 8, 8),
+                                prefix="shared" if name != "solo" else None))
+    assert declared_prefixes(settings, ["pa", "pb", "solo", "not-a-model"]) == {"pa": "shared", "pb": "shared"}
+    assert detect_prefix_groups({"pa": trunk_a(), "pb": trunk_b()}) == {}  # no group by hashing
+
+    def load(names):
+        runners = {n: TorchRunner(n, repo.load(repo.get(n)), postprocess=lambda t: t.tolist()) for n in names}
+        return runners, {n: Profile.linear(0.0005, 0.001, 16) for n in names}
+
+    keys = [SessionKey("pa", 5000), SessionKey("pb", 5000), SessionKey("solo", 5000)]
+    role = ExecutorRole(settings, keys, bus=MemoryBus(), load=load, executor_id="e1", follow_plans=False)
+    role.start()
+    try:
+        assert role.groups == {"pa": "prefix-shared", "pb": "prefix-shared"}
+        ex = role.executor
+        assert set(ex.runners) == {"solo"}                  # members' own copies dropped
+        assert ex.hosts_model("pa") and ex.hosts_model("pb") and ex.hosts_model("solo")
+        x = np.ones((1, 8, 8), np.float32)
+        futs = [ex.submit(str(k), x) for k in keys]
+        outs = [f.result(timeout=10) for f in futs]
+        assert all(r.ok for r in outs)
+        with torch.inference_mode():
+            a = trunk_a()
+            ref_pa = a(torch.from_numpy(x[None]))[0].numpy()
+        assert np.allclose(outs[0].output, ref_pa, atol=1e-5)  # pa's own trunk and head (the group's first)
+    finally:
+        role.stop()
+        role.close()
