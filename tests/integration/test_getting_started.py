@@ -239,6 +239,11 @@ def _statuses(store, app: str) -> list:
         return [repr(e)]
 
 
+NOISE = ("Traceback", "Warning:", "WARNING", "warning:", "ERROR", "leaked", "terminate called", "\x1b[")
+"""What a role's stderr must not hold on a healthy run: Python warnings, logged warnings and errors,
+the roles' own drop warnings, tracebacks, native noise, terminal escapes."""
+
+
 def _stop(p: subprocess.Popen[str]) -> None:
     if p.poll() is None:
         p.send_signal(signal.SIGTERM)
@@ -341,10 +346,16 @@ def test_getting_started_runs_as_written_embedded_and_over_kafka(kafka_bootstrap
         assert procs, "the kafka part starts no roles (a <!-- run: no --> block with `vidnexus executor`)"
         assert _counts(server, app, tables) == embedded
     finally:
-        for _, p, _ in reversed(procs):
+        for _, p, log in reversed(procs):
             _stop(p)
+            if p.stderr is not None:
+                log.append(p.stderr.read())
         server.execute(f"DROP DATABASE IF EXISTS {prefix}")
         server.close()
+    # The roles start, serve and stop without warnings, tracebacks or native noise (issue 27).
+    noisy = {" ".join(argv): [line for line in "".join(log).splitlines() if any(n in line for n in NOISE)]
+             for argv, _, log in procs}
+    assert not any(noisy.values()), noisy
 
 
 def test_the_page_parses():

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import uuid
 from importlib import resources
+from typing import Callable
 
 from vidnexus.config import Settings
 from vidnexus.errors import ServiceError
@@ -127,7 +128,7 @@ class KafkaService(LocalService):
             data.mkdir(parents=True, exist_ok=True)
             run_checked(
                 self._java(
-                    "kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(props),
+                    "kafka.tools.StorageTool", "format", f"--cluster-id={_cluster_id()}", "-c", str(props),
                     "--ignore-formatted",
                 ),
                 "formatting the Kafka storage directory",
@@ -145,7 +146,20 @@ class KafkaService(LocalService):
         return "Kafka Server started" in text and super().ready()
 
 
-def _cluster_id() -> str:
+def _cluster_id(draw: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding, never starting with
+    '-' (as Kafka's own ``Uuid.randomUuid`` ensures): one id in 64 would otherwise start with it, and
+    the storage tool would read it as an option ("argument --cluster-id/-t: expected one argument",
+    a fresh machine's `services up` failing at random).
+
+    Example:
+        >>> ids = iter([bytes([251]) + bytes(15), bytes(16)])  # the first would start with "-"
+        >>> _cluster_id(lambda: next(ids))
+        'AAAAAAAAAAAAAAAAAAAAAA'
+    """
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cid = base64.urlsafe_b64encode(draw()).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
