@@ -49,3 +49,21 @@ def test_tree_with_two_children_shares_the_parent_budget():
 def test_impossible_slo_is_an_error():
     with pytest.raises(ValueError, match="no split"):
         split_latency(query(1), 0.070, 0.010)
+
+
+def test_a_stage_costs_what_the_packer_will_give_it():
+    """The split prices a stage at budget k with the batch a saturated device runs within k under
+    squishy packing (2ℓ(b) ≤ k: a request that just misses a batch waits one), not with the paper's
+    ℓ(b) ≤ k: the budgets become the sessions' SLOs and the packer never runs a larger batch for them,
+    so pricing with ℓ(b) ≤ k would promise throughput no device delivers (docs/control-plane.md)."""
+    from vidnexus.contracts.profile import Profile
+    from vidnexus.control.latency_split import throughput_from_profile
+    from vidnexus.control.packing import latency_table, saturated_batch
+
+    p = Profile.linear(0.004, 0.010, max_batch=64)          # ℓ(b) = 4b + 10 ms
+    priced = throughput_from_profile(p)
+    for k in (0.040, 0.060, 0.100, 0.200, 0.300):
+        b = saturated_batch(latency_table(p, k_std=0.0), k)
+        assert priced(k) == pytest.approx(p.throughput(b))   # what the packer delivers
+        paper_b = p.max_batch_within(k)                        # ℓ(b) ≤ k
+        assert paper_b > b and p.throughput(paper_b) > priced(k)   # what the paper's form would promise
