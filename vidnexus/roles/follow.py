@@ -44,10 +44,12 @@ class PlanFollower:
                 self.dead_letters.send(m, str(e))
                 continue
             if p.supersedes(self.current):
-                if self.current is None or p.generation != self.current.generation:
-                    # A scheduler started (or restarted): its epochs count from 1 again.
-                    logger.warning("following the plans of scheduler generation %d (epoch %d)%s", p.generation,
-                                   p.epoch, f"; was {self.current.generation}" if self.current else "")
+                if self.current is None:  # the first plan this role sees: nothing to warn about
+                    logger.info("following the plans of scheduler generation %d (epoch %d)", p.generation, p.epoch)
+                elif p.generation != self.current.generation:
+                    # A scheduler restarted (or another took over): its epochs count from 1 again.
+                    logger.warning("following the plans of scheduler generation %d (epoch %d); was %d", p.generation,
+                                   p.epoch, self.current.generation)
                 self.current = newest = p
         return newest
 
