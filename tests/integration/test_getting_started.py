@@ -26,7 +26,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -36,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.role_process import read_until_ready
+from tests.role_process import read_until_ready, stop_process
 
 pytestmark = pytest.mark.integration
 
@@ -244,15 +243,6 @@ NOISE = ("Traceback", "Warning:", "WARNING", "warning:", "ERROR", "leaked", "ter
 the roles' own drop warnings, tracebacks, native noise, terminal escapes."""
 
 
-def _stop(p: subprocess.Popen[str]) -> None:
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(10)
-
 
 @pytest.mark.timeout(600)
 def test_getting_started_runs_as_written_embedded_and_over_kafka(kafka_bootstrap, clickhouse_url, tmp_path):
@@ -347,7 +337,7 @@ def test_getting_started_runs_as_written_embedded_and_over_kafka(kafka_bootstrap
         assert _counts(server, app, tables) == embedded
     finally:
         for _, p, log in reversed(procs):
-            _stop(p)
+            stop_process(p)
             if p.stderr is not None:
                 log.append(p.stderr.read())
         server.execute(f"DROP DATABASE IF EXISTS {prefix}")

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from tests.role_process import read_until_ready
+from tests.role_process import read_until_ready, stop_process
 from vidnexus.clock import wall_time
 from vidnexus.config import Settings
 from vidnexus.connectors.clickhouse_store import ClickHouseStore
@@ -50,13 +50,7 @@ def start(env, *args, ready, log):
     pytest.fail(f"`vidnexus {' '.join(args)}` did not start:\n{''.join(lines[-30:])}")
 
 
-def stop(p):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(30)
-        except subprocess.TimeoutExpired:
-            p.kill()
+stop = stop_process
 
 
 @pytest.fixture(scope="module")

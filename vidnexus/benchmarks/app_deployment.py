@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable
 from vidnexus.errors import VidnexusError
 
 __all__ = ["RoleProcess", "Deployment", "RenderedFrame", "Until", "demo_spec", "read_until_ready", "start_role",
-           "stop_role", "deploy", "teardown", "render", "feed", "frames_done", "wait_frames"]
+           "stop_role", "stop_process", "deploy", "teardown", "render", "feed", "frames_done", "wait_frames"]
 
 RenderedFrame = tuple[float, str, tuple[int, tuple[int, ...], bytes], dict[str, Any]]
 """A sampled frame ready to publish: (pts, stream id, (frame number, image shape, JPEG), tags)."""
@@ -79,15 +79,20 @@ def start_role(env: dict[str, str], *args: str, ready: str, timeout_s: float = 3
     raise VidnexusError(f"`vidnexus {' '.join(args)}` did not start:\n{''.join(role.log[-30:])}")
 
 
-def stop_role(r: RoleProcess, timeout_s: float = 30.0) -> None:
+def stop_process(proc: subprocess.Popen[Any], timeout_s: float = 30.0) -> None:
     """SIGTERM (a graceful stop), SIGKILL when it is still there after ``timeout_s``."""
-    if r.proc.poll() is None:
-        r.proc.send_signal(signal.SIGTERM)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
         try:
-            r.proc.wait(timeout_s)
+            proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
-            r.proc.kill()
-            r.proc.wait(10)
+            proc.kill()
+            proc.wait(10)
+
+
+def stop_role(r: RoleProcess, timeout_s: float = 30.0) -> None:
+    """:func:`stop_process` on a role's process."""
+    stop_process(r.proc, timeout_s)
 
 
 @dataclass
