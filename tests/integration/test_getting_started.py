@@ -8,15 +8,14 @@ first on ``PATH``:
 - ``<!-- run: embedded -->`` blocks: `vidnexus run` and `vidnexus sql` on the embedded store;
 - ``<!-- run: kafka -->`` blocks: the same app over the real broker and ClickHouse server;
 - ``<!-- run: no -->`` blocks are not run (``make demo``, ``services up``, which the suite has
-  already done, the setup the test does itself). The one that starts the long-running roles
-  (`scheduler`, `executor`, `worker`, `sink`) is read instead: the test starts each of its
-  command lines as a background process, with the terminal's environment at that point of the
-  document, and waits for each role's ready line.
+  already done, the setup the test does itself, the long-running forms of the roles). The
+  role-by-role block is read: it must list every role `vidnexus up` starts.
 
 Each block runs in its own ``bash`` with the exported variables and the directory the previous
 block of its part left (as one terminal would keep them). The SQL statements of the blocks that
 run ``vidnexus sql`` must return rows, and the kafka part must give as many rows per table (the
-app's tables and ``vnx_frames``) as the embedded part. Every shell block of the page must carry a
+app's tables and ``vnx_frames``) as the embedded part, as soon as ``vidnexus up --once`` returned;
+``up``'s output (every role's) must hold no warning, traceback or native noise. Every shell block of the page must carry a
 ``run:`` marker, so that a new block cannot be skipped silently.
 """
 
@@ -25,17 +24,13 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from tests.role_process import read_until_ready, stop_process
 
 pytestmark = pytest.mark.integration
 
@@ -44,8 +39,8 @@ DOC = ROOT / "docs" / "getting-started.md"
 SHARED = ROOT.parent / "shared"
 SHELL_LANGS = {"bash", "sh", "shell", "console"}
 MARKERS = {"embedded", "kafka", "no"}
-ROLE_READY = {"scheduler": "scheduler: running", "executor": "executor: serving", "worker": "started",
-              "sink": "sink:"}
+UP_ROLES = {"scheduler", "executor", "worker", "sink", "ingest"}
+"""The roles `vidnexus up` starts, which the page's role-by-role block must list."""
 
 
 @dataclass(frozen=True)
@@ -215,21 +210,6 @@ def _counts(store, app: str, tables: list[str]) -> dict[str, int]:
     return out
 
 
-def _wait_counts(store, app: str, tables: list[str], want: dict[str, int], timeout_s: float) -> dict[str, int]:
-    """The server's counts once they equal ``want``, or the last ones after ``timeout_s`` (``{}`` while
-    the sink has not created the tables yet)."""
-    deadline = time.monotonic() + timeout_s
-    got: dict[str, int] = {}
-    while True:
-        try:
-            got = _counts(store, app, tables)
-        except Exception:  # a table the sink has not created yet
-            got = {}
-        if got == want or time.monotonic() > deadline:
-            return got
-        time.sleep(1)
-
-
 def _statuses(store, app: str) -> list:
     try:
         return store.query(f"SELECT status, reasons, count() FROM vnx_frames FINAL WHERE app = '{app}' "
@@ -300,52 +280,33 @@ def test_getting_started_runs_as_written_embedded_and_over_kafka(kafka_bootstrap
     kafka = Terminal("kafka", home, dict(base, VNX_KAFKA_BOOTSTRAP=kafka_bootstrap, VNX_CLICKHOUSE_URL=url,
                                          VNX_CLICKHOUSE_READER_URL=url, VNX_TOPIC_PREFIX=prefix))
     server = ClickHouseStore(url)
-    procs: list[tuple[list[str], subprocess.Popen[str], list[str]]] = []
-    kafka_part = False
+    up_out = ""
     try:
         for b in blocks:
-            if b.run == "kafka":
-                kafka_part = True
-                if sql_statements(b.text):
-                    # The rows follow ingest by a second or two (a user would query again): wait
-                    # until the server holds as many as the embedded run wrote, then run the block.
-                    got = _wait_counts(server, app, tables, embedded, 120)
-                    if got != embedded:
-                        logs = "".join(f"--- {' '.join(a)}\n{''.join(log[-25:])}" for a, _, log in procs)
-                        pytest.fail(f"kafka {got} vs embedded {embedded}; vnx_frames "
-                                    f"{_statuses(server, app)}\n{logs}")
-                out = kafka.run(b, timeout_s=240)
-                for q in sql_statements(b.text):
-                    assert server.query(q).rows, f"line {b.line}: {q} returned no rows\n{out[-2000:]}"
-            elif b.run == "no" and kafka_part and "vidnexus executor" in b.text:
-                env, cwd = kafka.environment()
-                cmds = role_commands(b.text)
-                assert {argv[1] for _, argv in cmds} >= set(ROLE_READY), cmds
-                exe = shutil.which("vidnexus", path=env["PATH"])
-                assert exe, env["PATH"]
-                started = []
-                for extra, argv in cmds:
-                    p = subprocess.Popen([exe, *argv[1:]], cwd=cwd, env=dict(env, **extra), text=True,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-                    log: list[str] = []
-                    procs.append((argv, p, log))
-                    started.append((argv, p, log))
-                for argv, p, log in started:  # they start together; each must say it is ready
-                    if not read_until_ready(p, ROLE_READY[argv[1]], 240, log):
-                        pytest.fail(f"`{' '.join(argv)}` did not start:\n{''.join(log[-30:])}")
-        assert procs, "the kafka part starts no roles (a <!-- run: no --> block with `vidnexus executor`)"
+            if b.run != "kafka":
+                continue
+            if sql_statements(b.text):
+                # `up --once` returned once every frame was accounted: the rows are all there now.
+                got = _counts(server, app, tables)
+                if got != embedded:
+                    pytest.fail(f"kafka {got} vs embedded {embedded}; vnx_frames {_statuses(server, app)}\n"
+                                f"{up_out[-6000:]}")
+            out = kafka.run(b, timeout_s=420)
+            if "vidnexus up" in b.text:
+                up_out = out
+                assert "accounted in vnx_frames" in out, out[-4000:]
+                assert "every role stopped" in out, out[-4000:]
+            for q in sql_statements(b.text):
+                assert server.query(q).rows, f"line {b.line}: {q} returned no rows\n{out[-2000:]}"
+        assert up_out, "the kafka part runs no `vidnexus up`"
         assert _counts(server, app, tables) == embedded
     finally:
-        for _, p, log in reversed(procs):
-            stop_process(p)
-            if p.stderr is not None:
-                log.append(p.stderr.read())
         server.execute(f"DROP DATABASE IF EXISTS {prefix}")
         server.close()
-    # The roles start, serve and stop without warnings, tracebacks or native noise (issue 27).
-    noisy = {" ".join(argv): [line for line in "".join(log).splitlines() if any(n in line for n in NOISE)]
-             for argv, _, log in procs}
-    assert not any(noisy.values()), noisy
+    # Every role starts, serves and stops without warnings, tracebacks or native noise (issue 27):
+    # `up` prints each role's output under its name.
+    noisy = [line for line in up_out.splitlines() if any(n in line for n in NOISE)]
+    assert not noisy, noisy
 
 
 def test_the_page_parses():
@@ -354,7 +315,8 @@ def test_the_page_parses():
     assert [b.file for b in blocks if b.file] == ["cars.py"]
     roles = [b for b in blocks if b.run == "no" and "vidnexus executor" in b.text]
     assert len(roles) == 1
-    assert {argv[1] for _, argv in role_commands(roles[0].text)} == set(ROLE_READY)
+    assert {argv[1] for _, argv in role_commands(roles[0].text)} == UP_ROLES
+    assert any(b.run == "kafka" and "vidnexus up" in b.text and "--once" in b.text for b in blocks)
     kafka_sql = [q for b in blocks if b.run == "kafka" for q in sql_statements(b.text)]
     embedded_sql = [q for b in blocks if b.run == "embedded" for q in sql_statements(b.text)]
     assert kafka_sql == embedded_sql and len(embedded_sql) == 2

@@ -103,6 +103,11 @@ SEMANTIC = [
     ["scheduler", "--epoch", "5", "--min-epoch", "10"],
     ["worker", "no_such_module:app"],
     ["worker", "hud", "--runtime", "spark"],
+    ["up", "hud"],  # VNX_BUS=memory: the roles it starts are distributed
+    ["up", "hud", "--runtime", "spark"],
+    ["up", "no_such_module:app"],
+    ["ingest", "--wait"],  # --wait needs --once and --app
+    ["ingest", "--once", "--wait"],
     ["run", "no_such_module:app"],
     ["run", "hud"],  # no --stream and no registered stream feeds hud
     ["run", "hud", "--stream", "synthetic://hud", "--save", "/no/such/folder/run.json"],  # before the run

@@ -72,19 +72,84 @@ def ingest(
     shard: str = typer.Option("0/1", help="This process's shard of the streams, i/n."),
     once: bool = typer.Option(False, help="Exit when every stream has ended (files), instead of following changes."),
     poll: float = typer.Option(2.0, callback=finite, min=0.1, help="Seconds between registry checks."),
+    app_: list[str] = typer.Option([], "--app", help="Only the streams that feed this app (an app's name, or "
+                                   "APP as `vidnexus worker` takes it): those registered with it, or with no app; "
+                                   "repeatable (default: every stream)."),
+    wait: bool = typer.Option(False, "--wait", help="With --once and --app: once the streams have "
+                              "ended, wait until every frame published has its vnx_frames row for each --app "
+                              "(the pipeline has drained), print how the frames ended, and exit 1 when some "
+                              "are still missing after --wait-timeout."),
+    wait_timeout: float = typer.Option(300.0, callback=finite, min=1.0, help="Seconds --wait waits for the last "
+                                       "frame after the streams ended."),
 ) -> None:
     """Ingest every enabled stream (of this shard) onto the frames topic, with live progress."""
-    from vidnexus.roles.ingest import IngestRole
+    from vidnexus.roles.ingest import IngestRole, feeds
 
     i, n = _shard(shard)
+    if wait and not (once and app_):
+        raise VidnexusError("--wait waits for the frames of --once to be accounted for each --app: give both")
+    apps = [_app_name(a) for a in app_]
     cfg = settings()
     require_kafka(cfg, "ingest")
     with _bus_and_store(cfg) as (bus, store):
-        role = IngestRole(cfg, bus=bus, store=store, shard=i, shards=n, poll_s=poll)
+        role = IngestRole(cfg, bus=bus, store=store, shard=i, shards=n, poll_s=poll,
+                          only=(lambda spec: feeds(spec, apps)) if apps else None)
         _serve_health(cfg, "ingest", role.health)
         _follow_ingest(role, once, shard)
+        if wait:
+            if not _wait_accounted(store, role, apps, wait_timeout):
+                raise typer.Exit(1)
     if once and any(s.state == "failed" for s in role.statuses()):
         raise typer.Exit(1)
+
+
+def _app_name(ref: str) -> str:
+    """An app's name from ``--app``: an import string (``cars:app``) is loaded for its name; a plain
+    name (``cars``, a built-in's ``traffic``) is the name."""
+    if ":" not in ref:
+        return ref
+    from vidnexus.apps import load_app
+
+    return str(load_app(ref).name)
+
+
+def _wait_accounted(store: Any, role: Any, apps: list[str], timeout_s: float) -> bool:
+    """Wait until every frame ``role`` published has its ``vnx_frames`` row for each of ``apps``;
+    print how they ended. Whether none is missing."""
+    from vidnexus.roles.ingest import accounted
+
+    streams = {s.name: s for s in role.statuses() if s.published}
+    feeding = {r.spec.name: r.spec for r in role.registry.list()}
+    stop = threading.Event()
+    _stop_on_signals(stop)
+    clock = role.clock
+    deadline = clock.now() + timeout_s
+    ok = True
+    for app in apps:
+        mine = {name: s for name, s in streams.items() if name in feeding and (not feeding[name].apps
+                                                                              or app in feeding[name].apps)}
+        want = sum(s.published for s in mine.values())
+        since = {name: s.origin_wall - 0.001 for name, s in mine.items()}
+        got: dict[str, dict[str, int]] = {}
+        while True:
+            got = accounted(store, app, since)
+            done = sum(n for by in got.values() for n in by.values())
+            if done >= want or stop.is_set() or clock.now() >= deadline:
+                break
+            stop.wait(0.5)
+        status: dict[str, int] = {}
+        for by in got.values():
+            for k, n in by.items():
+                status[k] = status.get(k, 0) + n
+        how = ", ".join(f"{k} {n}" for k, n in sorted(status.items(), key=lambda kv: -kv[1])) or "none yet"
+        err_console.print(f"ingest: app {app}: {want} frames published, {done} accounted in vnx_frames ({how})",
+                          markup=False)
+        if done < want:
+            ok = False
+            err_console.print(f"ingest: app {app}: {want - done} frames have no vnx_frames row "
+                              f"{'yet (stopped)' if stop.is_set() else f'after {timeout_s:g} s'}: is the app's "
+                              "worker running, and the sink?", markup=False)
+    return ok
 
 
 def _follow_ingest(role: Any, once: bool, shard: str) -> None:
@@ -405,6 +470,103 @@ def sink(
         err_console.print(f"sink: stopped after {st.rows} rows in {st.inserts} inserts ({st.dead} dead-lettered)")
 
 
+# -- up: every role of an app on this machine --------------------------------------------------
+def up(
+    app_ref: str = typer.Argument(..., metavar="APP", help="A built-in app name or package.module:attribute of "
+                                  "your own App (found like `vidnexus run` finds it: start in its folder)."),
+    once: bool = typer.Option(False, "--once", help="Ingest the app's registered streams once, wait until every frame "
+                              "published is accounted in vnx_frames, print how they ended, stop every role and "
+                              "exit (1 when frames are missing): `vidnexus run` over Kafka."),
+    slo_ms: Optional[float] = typer.Option(None, callback=finite, min=1.0, help="End-to-end SLO of the app's frames "
+                                           "(default: the app's own); the executor serves the stages' sessions "
+                                           "for it."),
+    workers: int = typer.Option(1, min=1, max=64, help="Worker processes (they share the frames' partitions)."),
+    ingest_: bool = typer.Option(True, "--ingest/--no-ingest", help="Also run ingest for the streams that feed "
+                                 "the app (following the registry); --no-ingest when another ingest runs."),
+    runtime: str = typer.Option("bus", help="The workers' runtime: bus or faust."),
+    device: str = typer.Option("cpu", help="The executor's device: cpu or cuda:N."),
+    threads: int = typer.Option(0, min=0, help="The executor's torch intra-op threads (0 = torch default)."),
+    wait_timeout: float = typer.Option(300.0, callback=finite, min=1.0, help="--once: seconds to wait for the "
+                                       "last frame after the streams ended."),
+) -> None:
+    """Run every role of an app on this machine over Kafka, one process each: scheduler, executor
+    (the app's sessions), sink, workers and ingest, each started once the one before it is ready,
+    their output interleaved under the role's name. A role that exits is restarted (1, 2, 4 … 30 s
+    apart; up gives up after 6 exits in 5 minutes). Ctrl-C or SIGTERM stops them in order, ingest
+    first. Across machines, run the same commands one by one (docs/getting-started.md)."""
+    from vidnexus.apps import load_app
+    from vidnexus.roles.ingest import feeds
+    from vidnexus.roles.launcher import Launcher, RoleCommand
+    from vidnexus.streams.registry import StreamRegistry
+
+    if runtime not in ("bus", "faust"):
+        raise VidnexusError(f"--runtime {runtime!r}: use bus or faust")
+    cfg = settings()
+    require_kafka(cfg, "up")
+    the_app = _with_slo(load_app(app_ref), slo_ms)
+    _check_models(cfg, the_app)
+    if once:
+        from vidnexus.connectors.factory import open_store
+
+        store = open_store(cfg)
+        try:
+            mine = [r.spec.name for r in StreamRegistry(store).list()
+                    if r.state == "enabled" and feeds(r.spec, [the_app.name])]
+        finally:
+            store.close()
+        if not mine:
+            raise VidnexusError(f"--once: no enabled stream feeds app {the_app.name}; register one first: "
+                                f"vidnexus streams add NAME URL --app {app_ref}")
+    slo = [] if slo_ms is None else ["--slo-ms", f"{slo_ms:g}"]
+    commands = [RoleCommand("scheduler", ("scheduler",), ready="scheduler: running")]
+    if the_app.models:
+        executor_app = app_ref if slo_ms is None else f"{app_ref}@{slo_ms:g}"
+        commands.append(RoleCommand("executor", ("executor", "--app", executor_app, "--device", device,
+                                                 "--threads", str(threads)), ready="executor: serving"))
+    commands.append(RoleCommand("sink", ("sink",), ready=" → "))
+    for k in range(workers):
+        commands.append(RoleCommand(f"worker-{k + 1}" if workers > 1 else "worker",
+                                    ("worker", app_ref, "--runtime", runtime, *slo),
+                                    ready=f"worker: app {the_app.name} started"))
+    if ingest_ or once:
+        wait = ["--once", "--wait", "--wait-timeout", f"{wait_timeout:g}"] if once else []
+        commands.append(RoleCommand("ingest", ("ingest", "--app", the_app.name, *wait), ready="ingest: shard",
+                                    final=once))
+    width = max(len(c.name) for c in commands)
+
+    def out(name: str, line: str) -> None:
+        sys.stderr.write(f"{name:<{width}} | {line}\n")
+        sys.stderr.flush()
+
+    import os
+
+    import vidnexus
+
+    # The children import this very vidnexus (a checkout run through a script of another venv too).
+    here = str(Path(vidnexus.__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(dict.fromkeys(
+        [here, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])))
+    launcher = Launcher(commands, out=out, env=env)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *a: stop.set())
+    code = 0
+    try:
+        launcher.start(stop)
+        pids = ", ".join(f"{n} {pid}" for n, pid in launcher.running().items())
+        launcher.say(f"app {the_app.name} is up ({pids}); "
+                     + ("ingesting its streams once" if once else "Ctrl-C stops every role"))
+        code = launcher.watch(stop)
+    except VidnexusError:
+        if not stop.is_set():
+            raise
+    finally:
+        launcher.stop()
+        launcher.say("every role stopped")
+    if code:
+        raise typer.Exit(code)
+
+
 # -- embedded: run and demo --------------------------------------------------------------------
 def _embedded(app: Any, streams: Any, *, fresh: bool, realtime_note: str, timeout: float | None,
               sql_port: int | None, threads: int) -> Any:
@@ -648,5 +810,5 @@ def demo(
 def register(app: typer.Typer) -> None:
     """Add the role commands to ``app``."""
     for fn, name in ((ingest, "ingest"), (worker, "worker"), (executor, "executor"), (scheduler, "scheduler"),
-                     (sink, "sink"), (run, "run"), (demo, "demo")):
+                     (sink, "sink"), (up, "up"), (run, "run"), (demo, "demo")):
         app.command(name)(fn)

@@ -5,19 +5,43 @@ to the frames topic and each stream's status to the ``stream_status`` table."""
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from typing import Callable, Collection, Mapping
 
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import Settings
 from vidnexus.connectors.bus import Bus
 from vidnexus.connectors.outage import Health
-from vidnexus.connectors.store import Store
+from vidnexus.connectors.store import Store, quote
 from vidnexus.contracts.topics import Topics
 from vidnexus.streams.ingest import StreamSpec, StreamStatus
 from vidnexus.streams.registry import StreamRegistry
 from vidnexus.streams.supervisor import IngestSupervisor
 
-__all__ = ["IngestRole"]
+__all__ = ["IngestRole", "feeds", "accounted"]
+
+
+def feeds(spec: StreamSpec, apps: Collection[str]) -> bool:
+    """Whether ``spec``'s frames go to one of ``apps``: the stream names one of them (``streams add
+    --app``), or names no app, and then every app's workers take its frames."""
+    return not spec.apps or any(a in apps for a in spec.apps)
+
+
+def accounted(store: Store, app: str, since: Mapping[str, float]) -> dict[str, dict[str, int]]:
+    """Frames of each stream of ``since`` ingested at or after its time there (wall seconds: the
+    registration's first ingest, :attr:`StreamStatus.origin_wall`) that have their ``vnx_frames``
+    row for ``app``, by stream and status ({} while the sink has not created ``vnx_frames`` yet)."""
+    if not since:
+        return {}
+    if not int(store.query("SELECT count() FROM system.tables WHERE database = currentDatabase() "
+                           "AND name = 'vnx_frames'").scalar() or 0):
+        return {}
+    which = " OR ".join(f"(stream = {quote(name)} AND ingest_ts >= {float(t)!r})" for name, t in sorted(since.items()))
+    rows = store.query(f"SELECT stream, status, count() FROM vnx_frames FINAL WHERE app = {quote(app)} "
+                       f"AND ({which}) GROUP BY stream, status").rows
+    out: dict[str, dict[str, int]] = {}
+    for stream, status, n in rows:
+        out.setdefault(str(stream), {})[str(status)] = int(n)
+    return out
 
 
 class IngestRole:

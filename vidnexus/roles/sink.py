@@ -193,7 +193,9 @@ class SinkRole:
                 if cols is None:
                     cols = names_of[id(s)] = tuple(s.column_names)
                 by_table.setdefault((t, cols), []).extend(rs)
-        for (table, columns), rs in by_table.items():
+        # vnx_frames last: a frame whose row is there has its app rows in too (what `ingest --wait`
+        # and `up --once` wait for).
+        for (table, columns), rs in sorted(by_table.items(), key=lambda kv: kv[0][0] == FRAMES_TABLE.name):
             try:
                 self._insert(table, columns, rs)
             except ConnectorError as e:
