@@ -20,6 +20,8 @@ SUMMARY_KEYS = {
                   "devices_over_lower_bound_10000_sessions", "replan_ms_10000_sessions",
                   "replan_moved_fraction_10000_sessions"},
     "latency-split": {"min_gain", "max_gain"},
+    "cluster": {"miss_rate", "miss_rate_over_nexus", "devices_over_lower_bound", "devices_over_fresh_plan",
+                "moves_per_epoch", "moved_fraction_per_epoch", "plan_ms_mean", "step_reaction_s", "step_miss_rate"},
     "ingest": {"decode_all_vs_ffmpeg", "decode_all_vs_ffmpeg_jpeg", "sample_1fps_speedup_over_decode_all"},
     "runtimes": {"local_msgs_per_s", "faust_msgs_per_s", "local_over_faust", "faust_overhead_us_per_msg"},
     "weg": {"speedup_5_0.9", "acc_delta_5_0.9", "speedup_random", "acc_delta_random"},
@@ -65,6 +67,11 @@ def test_quick_run_writes_the_json(name, tmp_path):
         assert doc["summary"]["frame_wire_over_float32"] < 0.25 and doc["summary"]["crop_wire_over_float32"] < 0.5
         assert {r["mode"] for r in doc["results"]} == {"serial", "overlapped", "overlapped (caller)",
                                                       "overlapped (auto)", "device only"}
+    if name == "cluster":  # every request is answered on time, late, or dropped with a reason
+        for r in doc["results"]:
+            assert r["requests"] == r["on_time"] + r["late"] + sum(r["drops"].values()) > 0, r
+            assert r["devices_over_lower_bound"] >= 1.0 and r["epochs"] >= 3, r
+        assert doc["summary"]["step_reaction_s"] < doc["config"]["runs"]["step"]["day_s"] / 2
     if name == "apps":  # every frame sent has its outcome; each app has both modes and the target's fields
         s = doc["summary"]
         assert s["frames_accounted"] == s["frames_sent"]

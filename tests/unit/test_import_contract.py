@@ -63,7 +63,7 @@ PURE = [
     "specialization/weg.py",
     "streams/sampling.py", "streams/spec.py", "streams/media_verdicts.py",
     "operators/windows.py", "operators/tracking.py", "operators/frame_version.py",
-    "sim/loadgen.py", "sim/simulator.py", "sim/cluster.py",
+    "sim/loadgen.py", "sim/simulator.py", "sim/cluster.py", "sim/day.py",
     "roles/summary.py",
     "sql_allowlist.py",
 ]

@@ -16,6 +16,7 @@ BENCHMARKS: dict[str, str] = {
     "prefix": "vidnexus.benchmarks.prefix_bench",
     "multiplex": "vidnexus.benchmarks.multiplex",
     "scheduler": "vidnexus.benchmarks.scheduler_bench",
+    "cluster": "vidnexus.benchmarks.cluster_bench",
     "latency-split": "vidnexus.benchmarks.latency_split_bench",
     "ingest": "vidnexus.benchmarks.ingest_bench",
     "runtimes": "vidnexus.benchmarks.runtimes",

@@ -213,7 +213,7 @@ def models_profile(
 # -- bench -------------------------------------------------------------------------------------
 @app.command()
 def bench(
-    name: str = typer.Argument(..., help=("Benchmark: drop-policies, prefix, multiplex, scheduler, latency-split, ingest, runtimes, weg, "
+    name: str = typer.Argument(..., help=("Benchmark: drop-policies, prefix, multiplex, scheduler, cluster, latency-split, ingest, runtimes, weg, "
                                          "preprocess, hop, sink, soak, apps or peers (runtimes, hop, sink, soak and apps need the broker, sink, soak and apps also "
                                          "the server: "
                                          "vidnexus services up; peers needs scripts/peers-venv.sh)")),

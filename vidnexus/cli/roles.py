@@ -540,10 +540,8 @@ def up(
 
     import os
 
-    import vidnexus
-
     # The children import this very vidnexus (a checkout run through a script of another venv too).
-    here = str(Path(vidnexus.__file__).resolve().parents[1])
+    here = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(dict.fromkeys(
         [here, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])))
     launcher = Launcher(commands, out=out, env=env)

@@ -20,7 +20,7 @@ from typing import Mapping, Sequence
 from vidnexus.contracts.plans import EpochPlan, LatencySplit
 from vidnexus.contracts.profile import Profile
 from vidnexus.contracts.stats import ExecutorStats
-from vidnexus.control.squishy import Node, Plan, SessionLoad
+from vidnexus.control.squishy import Allocation, Node, Plan, SessionLoad
 
 __all__ = ["loads_from_stats", "assign_executors", "epoch_plan", "cover_idle_sessions"]
 
@@ -65,9 +65,19 @@ def assign_executors(plan: Plan, alive: Sequence[str]) -> tuple[Plan, list[tuple
             short.extend((a.session_id, "no live executor") for a in n.allocations)
             continue
         i = min(range(len(nodes)), key=lambda k: nodes[k].occupancy)
-        nodes[i] = replace(nodes[i], allocations=nodes[i].allocations + n.allocations)
+        nodes[i] = replace(nodes[i], allocations=_merged(nodes[i].allocations + n.allocations))
         short.extend((a.session_id, f"overloaded: not enough executors ({len(live)} alive)") for a in n.allocations)
     return replace(plan, nodes=tuple(nodes)), short
+
+
+def _merged(allocs: Sequence[Allocation]) -> tuple[Allocation, ...]:
+    """One allocation per session (an overflow node merged into a node that already holds one of
+    its sessions): the rates add up, the larger batch and its latency win."""
+    out: dict[str, Allocation] = {}
+    for a in allocs:
+        b = out.get(a.session_id)
+        out[a.session_id] = a if b is None else replace(max(a, b, key=lambda x: x.batch), rate=a.rate + b.rate)
+    return tuple(out.values())
 
 
 def epoch_plan(plan: Plan, *, generation: int, epoch: int, ts: float,

@@ -41,6 +41,20 @@ def test_nodes_map_to_live_executors_and_overflow_is_kept_served():
     assert all("overloaded" in r for _, r in doc.infeasible)
 
 
+def test_an_overflow_node_merged_onto_one_holding_its_session_keeps_one_allocation():
+    # One session on three whole devices, two executors: the third node joins a node of the same
+    # session. A node holds a session once (an executor's duty cycle has one queue per session),
+    # with the rates added.
+    p = plan([SessionLoad("s0", "m", 0.1, 900)], {"m": PROF})
+    assert p.devices >= 3
+    mapped, short = assign_executors(p, ["e1", "e2"])
+    assert len(mapped.nodes) == 2 and short
+    for n in mapped.nodes:
+        assert len({a.session_id for a in n.allocations}) == len(n.allocations)
+    assert abs(sum(a.rate for n in mapped.nodes for a in n.allocations) - sum(a.rate for n in p.nodes
+                                                                              for a in n.allocations)) < 1e-6
+
+
 def test_idle_sessions_still_get_a_home():
     doc = EpochPlan(1, 1, 0.0, {"e1": {"s1": 8}}, {"s1": {"e1": 50.0}})
     out = cover_idle_sessions(doc, {"e1": stats("e1", {"s1": 50, "idle": 0}), "e2": stats("e2", {"idle": 0})})
