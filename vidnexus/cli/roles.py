@@ -298,7 +298,11 @@ def scheduler(
 ) -> None:
     """The control plane: every epoch, plan sessions onto live executors (squishy bin packing,
     incremental) from their stats, split each app's SLO over its DNN stages from the fan-out its
-    workers measure, and publish the plan to <prefix>.control (distributed mode)."""
+    workers measure, and publish the plan to <prefix>.control (distributed mode).
+
+    Prometheus on VNX_METRICS_PORT when set: vnx_scheduler_devices, vnx_scheduler_devices_wanted,
+    vnx_scheduler_executors_alive, vnx_scheduler_infeasible_sessions, vnx_scheduler_epochs_total,
+    vnx_scheduler_sessions_moved_total."""
     from vidnexus.connectors.factory import open_bus
     from vidnexus.control.scheduler import SchedulerConfig
     from vidnexus.roles.scheduler import SchedulerRole
@@ -320,8 +324,36 @@ def scheduler(
                                                        if sp.ok else sp.reason),
                               markup=False)
 
+    gauges: dict[str, Any] = {}
+    if cfg.metrics_port:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+
+        registry = CollectorRegistry()
+        gauges = {
+            "devices": Gauge("vnx_scheduler_devices", "Executors the last plan uses", registry=registry),
+            "wanted": Gauge("vnx_scheduler_devices_wanted", "Devices the last packing needs (more than the live "
+                            "executors when they are too few): what an executor autoscaler follows",
+                            registry=registry),
+            "executors": Gauge("vnx_scheduler_executors_alive", "Executors whose stats are fresh", registry=registry),
+            "infeasible": Gauge("vnx_scheduler_infeasible_sessions", "Sessions the last plan could not place "
+                                "within their SLO", registry=registry),
+            "epochs": Counter("vnx_scheduler_epochs", "Epochs planned", registry=registry),
+            "moved": Counter("vnx_scheduler_sessions_moved", "Sessions moved between executors", registry=registry),
+        }
+        start_http_server(cfg.metrics_port, addr=cfg.metrics_host, registry=registry)
+
+    def measured(plan: Any) -> None:
+        show(plan)
+        if gauges:
+            gauges["devices"].set(plan.devices)
+            gauges["wanted"].set(role.state.wanted_devices)
+            gauges["executors"].set(len(plan.executors))
+            gauges["infeasible"].set(len(plan.infeasible))
+            gauges["epochs"].inc()
+            gauges["moved"].inc(plan.moved)
+
     role = SchedulerRole(cfg, bus=bus, config=SchedulerConfig(epoch_s=epoch, min_epoch_s=min_epoch, change=change,
-                                                              retire_idle_s=retire_idle), on_plan=show)
+                                                              retire_idle_s=retire_idle), on_plan=measured)
     stop = threading.Event()
     _stop_on_signals(stop)
     err_console.print(f"scheduler: running (generation {role.state.generation})")

@@ -113,6 +113,9 @@ class SchedulerState:
     last_alive: frozenset[str] = frozenset()
     last_reserves: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     """Per app, the reserves (ms per DNN node) its last split was made with."""
+    wanted_devices: int = 0
+    """Devices the last packing needs, before it was mapped onto the live executors (more than
+    are alive when they are too few): what an autoscaler of executors follows."""
 
 
 def alive(now: float, seen: Observed, cfg: SchedulerConfig) -> list[str]:
@@ -180,6 +183,7 @@ def plan_epoch(now: float, ts: float, seen: Observed, state: SchedulerState,
     if prev is not None:
         prev = replace(prev, nodes=tuple(n for n in prev.nodes if n.device_id in live))
     packing = replan(prev, loads, profiles) if prev is not None else assign_devices(plan(loads, profiles), "new")
+    wanted = packing.devices
     packing, short = assign_executors(packing, live)
     epoch = state.epoch + 1
     doc = epoch_plan(packing, generation=state.generation, epoch=epoch, ts=ts, extra_infeasible=short,
@@ -188,4 +192,4 @@ def plan_epoch(now: float, ts: float, seen: Observed, state: SchedulerState,
     reserves = {**state.last_reserves, **{a: dict(sp.reserve_ms) for a, sp in splits.items() if sp.ok}}
     return doc, replace(state, epoch=epoch, last_epoch_at=now, packing=packing,
                         last_rates={s.session_id: s.rate for s in loads}, last_alive=frozenset(live),
-                        last_reserves=reserves)
+                        last_reserves=reserves, wanted_devices=wanted)

@@ -186,3 +186,13 @@ def test_an_executor_is_dead_after_three_of_its_own_stats_periods():
     assert alive(2.9, seen, cfg) == ["fast", "old", "slow"]
     assert alive(15.1, seen, cfg) == []
     assert alive(10.0, seen, SchedulerConfig(stale_s=12)) == ["fast", "old", "slow"]  # pinned for all
+
+
+def test_the_state_says_how_many_devices_the_packing_wants_when_executors_are_too_few():
+    seen = Observed(stats={"e1": (0.0, stats("e1", {"s1": 600.0, "s2": 400.0}, slo_ms=100))})
+    doc, state = plan_epoch(0.0, 0.0, seen, SchedulerState(generation=1), SchedulerConfig())
+    assert doc.devices == 1 and state.wanted_devices > 1  # one executor alive, several devices' worth
+    seen = Observed(stats={e: (0.0, stats(e, {"s1": 600.0 / 12, "s2": 400.0 / 12}, slo_ms=100))
+                           for e in (f"e{i}" for i in range(12))})
+    doc, state = plan_epoch(0.0, 0.0, seen, state, SchedulerConfig())
+    assert doc.devices == state.wanted_devices < 12
