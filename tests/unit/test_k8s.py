@@ -162,7 +162,7 @@ def test_autoscalers_follow_metrics_the_code_exports():
     for h in hpas.values():
         assert h["spec"]["scaleTargetRef"]["name"] in deployments
     # The executors follow the scheduler's wanted devices, a metric the scheduler command exports.
-    code = (ROOT / "vidnexus" / "cli" / "roles.py").read_text()
+    code = (ROOT / "vidnexus" / "roles" / "metrics.py").read_text()
     metric = hpas["vidnexus-executor"]["spec"]["metrics"][0]["external"]["metric"]["name"]
     assert f'"{metric}"' in code
     sched = next(c for c in _containers(deployments["vidnexus-scheduler"]))

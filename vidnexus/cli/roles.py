@@ -82,7 +82,9 @@ def ingest(
     wait_timeout: float = typer.Option(300.0, callback=finite, min=1.0, help="Seconds --wait waits for the last "
                                        "frame after the streams ended."),
 ) -> None:
-    """Ingest every enabled stream (of this shard) onto the frames topic, with live progress."""
+    """Ingest every enabled stream (of this shard) onto the frames topic, with live progress.
+
+    Prometheus on VNX_METRICS_PORT when set (vnx_ingest_*, docs/metrics.md)."""
     from vidnexus.roles.ingest import IngestRole, feeds
 
     i, n = _shard(shard)
@@ -95,6 +97,10 @@ def ingest(
         role = IngestRole(cfg, bus=bus, store=store, shard=i, shards=n, poll_s=poll,
                           only=(lambda spec: feeds(spec, apps)) if apps else None)
         _serve_health(cfg, "ingest", role.health)
+        if cfg.metrics_port:
+            from vidnexus.roles.metrics import IngestCollector, serve
+
+            serve(cfg.metrics_port, cfg.metrics_host, IngestCollector(role.statuses, role.clock.now))
         _follow_ingest(role, once, shard)
         if wait:
             if not _wait_accounted(store, role, apps, wait_timeout):
@@ -300,9 +306,7 @@ def scheduler(
     incremental) from their stats, split each app's SLO over its DNN stages from the fan-out its
     workers measure, and publish the plan to <prefix>.control (distributed mode).
 
-    Prometheus on VNX_METRICS_PORT when set: vnx_scheduler_devices, vnx_scheduler_devices_wanted,
-    vnx_scheduler_executors_alive, vnx_scheduler_infeasible_sessions, vnx_scheduler_epochs_total,
-    vnx_scheduler_sessions_moved_total."""
+    Prometheus on VNX_METRICS_PORT when set (vnx_scheduler_*, docs/metrics.md)."""
     from vidnexus.connectors.factory import open_bus
     from vidnexus.control.scheduler import SchedulerConfig
     from vidnexus.roles.scheduler import SchedulerRole
@@ -324,33 +328,16 @@ def scheduler(
                                                        if sp.ok else sp.reason),
                               markup=False)
 
-    gauges: dict[str, Any] = {}
+    metrics = None
     if cfg.metrics_port:
-        from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+        from vidnexus.roles.metrics import SchedulerMetrics, serve
 
-        registry = CollectorRegistry()
-        gauges = {
-            "devices": Gauge("vnx_scheduler_devices", "Executors the last plan uses", registry=registry),
-            "wanted": Gauge("vnx_scheduler_devices_wanted", "Devices the last packing needs (more than the live "
-                            "executors when they are too few): what an executor autoscaler follows",
-                            registry=registry),
-            "executors": Gauge("vnx_scheduler_executors_alive", "Executors whose stats are fresh", registry=registry),
-            "infeasible": Gauge("vnx_scheduler_infeasible_sessions", "Sessions the last plan could not place "
-                                "within their SLO", registry=registry),
-            "epochs": Counter("vnx_scheduler_epochs", "Epochs planned", registry=registry),
-            "moved": Counter("vnx_scheduler_sessions_moved", "Sessions moved between executors", registry=registry),
-        }
-        start_http_server(cfg.metrics_port, addr=cfg.metrics_host, registry=registry)
+        metrics = SchedulerMetrics(serve(cfg.metrics_port, cfg.metrics_host)[0])
 
     def measured(plan: Any) -> None:
         show(plan)
-        if gauges:
-            gauges["devices"].set(plan.devices)
-            gauges["wanted"].set(role.state.wanted_devices)
-            gauges["executors"].set(len(plan.executors))
-            gauges["infeasible"].set(len(plan.infeasible))
-            gauges["epochs"].inc()
-            gauges["moved"].inc(plan.moved)
+        if metrics is not None:
+            metrics.planned(plan, role.state.wanted_devices)
 
     role = SchedulerRole(cfg, bus=bus, config=SchedulerConfig(epoch_s=epoch, min_epoch_s=min_epoch, change=change,
                                                               retire_idle_s=retire_idle), on_plan=measured)
@@ -432,7 +419,8 @@ def worker(
 
     Consumes <prefix>.frames in consumer group <prefix>-app-<APP> (start more workers to share
     the partitions), calls the executors over Kafka, publishes rows to <prefix>.rows for
-    `vidnexus sink`, and reports the app's DNN graph and fan-out to <prefix>.apps."""
+    `vidnexus sink`, and reports the app's DNN graph and fan-out to <prefix>.apps. Prometheus on
+    VNX_METRICS_PORT when set (vnx_worker_*, docs/metrics.md; bus runtime)."""
     from vidnexus.apps import load_app
 
     if runtime not in ("bus", "faust"):
@@ -465,6 +453,11 @@ def worker(
     bus = open_bus(cfg)
     role = WorkerRole(cfg, the_app, bus=bus, split=stage, concurrency=concurrency, partitions=partitions)
     role.on_summary = _print_summary
+    if cfg.metrics_port:
+        from vidnexus.roles.metrics import WorkerCollector, serve
+
+        serve(cfg.metrics_port, cfg.metrics_host, WorkerCollector(
+            the_app.name, lambda: role.stats, lambda: role.dispatcher.in_flight if role.dispatcher else 0))
     stop = threading.Event()
     _stop_on_signals(stop)
     err_console.print(f"worker: app {the_app.name} started")
@@ -485,7 +478,8 @@ def sink(
     """Write the rows workers publish on <prefix>.rows into the store (distributed mode).
 
     Batched by size and time; offsets are committed after each insert, so a crash replays rows,
-    and app tables (ReplacingMergeTree on each row's identity) count them once."""
+    and app tables (ReplacingMergeTree on each row's identity) count them once. Prometheus on
+    VNX_METRICS_PORT when set (vnx_sink_*, docs/metrics.md)."""
     from vidnexus.roles.sink import SinkRole
 
     cfg = settings()
@@ -493,6 +487,10 @@ def sink(
     with _bus_and_store(cfg) as (bus, store):
         role = SinkRole(cfg, bus=bus, store=store, group=group, max_rows=max_rows, max_delay_s=max_delay)
         role.on_summary = _print_summary
+        if cfg.metrics_port:
+            from vidnexus.roles.metrics import SinkCollector, serve
+
+            serve(cfg.metrics_port, cfg.metrics_host, SinkCollector(lambda: role.stats))
         stop = threading.Event()
         _stop_on_signals(stop)
         role.prepare()

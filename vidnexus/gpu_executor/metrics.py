@@ -120,6 +120,8 @@ class _Prometheus:
     batch: Histogram
     latency: Histogram
     busy: Gauge
+    replies: PCounter
+    within_slo: PCounter
 
 
 class ExecutorMetrics:
@@ -143,6 +145,10 @@ class ExecutorMetrics:
                                   buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6),
                                   registry=prometheus_registry),
                 busy=Gauge("vnx_device_busy_seconds", "Device busy time", registry=prometheus_registry),
+                replies=PCounter("vnx_replies", "Requests answered", ["session"], registry=prometheus_registry),
+                within_slo=PCounter("vnx_replies_within_slo", "Requests answered within their deadline (SLO "
+                                    "attainment: this over vnx_requests_total)", ["session"],
+                                    registry=prometheus_registry),
             )
 
     def _s(self, sid: str) -> SessionMetrics:
@@ -184,6 +190,9 @@ class ExecutorMetrics:
             m.queue_s.append(queue_s)
         if self._prom is not None:
             self._prom.latency.labels(sid).observe(latency_s)
+            self._prom.replies.labels(sid).inc()
+            if within_slo:
+                self._prom.within_slo.labels(sid).inc()
 
     def snapshot(self, elapsed_s: float) -> list[dict[str, Any]]:
         with self._lock:

@@ -131,6 +131,8 @@ class WorkerRole:
         self.schemas = app_schemas(app)
         self.group = self.topics.group(f"app-{app.name}")
         self.stats = WorkerStats()
+        self.dispatcher: KeyedDispatcher | None = None
+        """The frames in flight of the running loop (``in_flight``), None before it starts."""
         self.encode_times = RecentTimes()
         """Seconds to encode each frame's rows message (key ``rows``)."""
         self._follower = None if self.pinned else PlanFollower(bus, self.topics, self.dead_letters)
@@ -293,7 +295,7 @@ class WorkerRole:
     async def run_async(self, stop: threading.Event, *, until_idle_s: float | None = None) -> WorkerStats:
         """Process frames until ``stop`` is set (or no frame arrived for ``until_idle_s`` with none
         in flight); then finish the frames in flight, close open windows, commit."""
-        disp = KeyedDispatcher(self.concurrency)
+        disp = self.dispatcher = KeyedDispatcher(self.concurrency)
         idle = 0.0
         self._stopping = stop
         loop = asyncio.get_running_loop()
