@@ -122,11 +122,11 @@ def sql(
 
 # -- models ------------------------------------------------------------------------------------
 def _repo() -> Any:
-    """The model repository: the zoo, the built-in apps' models and the registered ones."""
-    from vidnexus.apps import model_catalog
-    from vidnexus.gpu_executor.repository import ModelRepository
+    """The model repository: the zoo, the built-in apps' models and the registered ones (in the
+    ClickHouse server with VNX_STORE=clickhouse, shared by every host; else in the data directory)."""
+    from vidnexus.roles.executor import repository
 
-    return ModelRepository(settings().data_dir / "models", extra=model_catalog())
+    return repository(settings())
 
 
 @models_app.command("list")
@@ -161,7 +161,10 @@ def models_show(name: str = typer.Argument(..., help="Model name."),
 @models_app.command("register")
 def models_register(
     name: str = typer.Argument(..., help="Name to register the model under."),
-    source: str = typer.Option(..., "--from", help="zoo:ARCH, factory:pkg.module:function or torchscript:PATH"),
+    source: str = typer.Option(..., "--from", help="zoo:ARCH, factory:pkg.module:function, torchscript:PATH or "
+                               "onnx:PATH (classify or embed; a dynamic batch dimension). With VNX_STORE=clickhouse "
+                               "the file is copied into the server: every executor and worker on every host sees "
+                               "the model."),
     input_shape: str = typer.Option(..., "--input", help="Input shape without batch, e.g. 3x224x224"),
     task: str = typer.Option("classify", help="classify, detect, pose or embed"),
     version: int = typer.Option(1, min=1, help="Version number."),
@@ -173,7 +176,8 @@ def models_register(
     description: str = typer.Option("", help="Free text."),
     overwrite: bool = typer.Option(False, help="Replace an existing name+version."),
 ) -> None:
-    """Register a model: it is loaded once and run on one input to check the shape."""
+    """Register a model: it is loaded once and run on one input to check the shape (an ONNX model
+    also a batch of two)."""
     from vidnexus.gpu_executor.repository import ModelSpec
 
     try:
@@ -182,6 +186,11 @@ def models_register(
         raise VidnexusError(f"--input {input_shape!r}: expected dimensions like 3x224x224") from None
     if weights is not None and not weights.exists():
         raise VidnexusError(f"--weights {weights}: no such file")
+    kind, sep, ref = source.partition(":")
+    if kind in ("torchscript", "onnx") and sep:
+        if not Path(ref).is_file():
+            raise VidnexusError(f"--from {source!r}: no such file")
+        source = f"{kind}:{Path(ref).resolve()}"
     spec = ModelSpec(name, source, shape, task, version, str(weights) if weights else None, prefix,
                      description=description, images=images)
     spec = _repo().register(spec, overwrite=overwrite)

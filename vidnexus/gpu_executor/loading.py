@@ -15,13 +15,17 @@ logger = logging.getLogger(__name__)
 
 
 def build_runner(repo: Any, model: str, device: str, weights: Path | None) -> Any:
-    """A TorchRunner for a model of ``repo`` (a :class:`~vidnexus.gpu_executor.repository.ModelRepository`);
-    real weights from a local state_dict file when given."""
+    """A runner for a model of ``repo`` (a :class:`~vidnexus.gpu_executor.repository.ModelRepository`):
+    a TorchRunner (real weights from a local state_dict file when given), or an OnnxRunner."""
     from dataclasses import replace
 
     from vidnexus.gpu_executor.runner import TorchRunner
 
     spec = repo.get(model)
+    if spec.source.startswith("onnx:"):
+        from vidnexus.gpu_executor.runner import OnnxRunner
+
+        return OnnxRunner(model, repo.file_of(spec), device, postprocess=lambda t: t.tolist()), spec
     if weights is not None:
         spec = replace(spec, weights=str(weights))
     module = repo.load(spec, device)

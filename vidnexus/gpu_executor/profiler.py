@@ -59,7 +59,12 @@ def profile_model(
     if threads:
         torch.set_num_threads(threads)
     detection = spec.task in ("detect", "pose")
-    runner = TorchRunner(name, repo.load(spec, device), device, postprocess=lambda r: None, list_input=detection)
+    if spec.source.startswith("onnx:"):
+        from vidnexus.gpu_executor.runner import OnnxRunner
+
+        runner: Any = OnnxRunner(name, repo.file_of(spec), device, postprocess=lambda r: None)
+    else:
+        runner = TorchRunner(name, repo.load(spec, device), device, postprocess=lambda r: None, list_input=detection)
     rng = np.random.default_rng(0)
     sizes = sorted({b for b in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256) if b <= max_batch}
                    | {max_batch})

@@ -12,10 +12,19 @@ input shape and scales to [0, 1] on its CPU pool; none: float tensors of the inp
 - ``zoo:NAME`` — a catalogue model (random weights unless it is trained by its app, or ``weights``
   points to a local file);
 - ``factory:package.module:function`` — a Python callable returning an ``nn.Module``;
-- ``torchscript:/path/model.pt`` — a TorchScript file.
+- ``torchscript:/path/model.pt`` — a TorchScript file;
+- ``onnx:/path/model.onnx`` — an ONNX file run with onnxruntime (task ``classify`` or ``embed``: its
+  first input takes the batch, its first output gives a row per input; the batch dimension must be
+  dynamic).
 
 Registration loads the model once, runs a batch of one to check the input shape, and records its
-parameter memory. The registry is a JSON file under ``<data_dir>/models/registry.json``.
+parameter memory. Where the registry lives:
+
+- with a ``store`` (``VNX_STORE=clickhouse``: every role reads the same server), in the tables
+  ``vnx_models`` and, for TorchScript and ONNX files, ``vnx_model_files``: the file is copied into
+  the store at registration, so every executor and worker on every host sees the model without a
+  copy of the file (each caches it under ``<data_dir>/models/files`` on first use);
+- without one (the embedded default, one process), a JSON file, ``<data_dir>/models/registry.json``.
 
 Example:
     >>> import tempfile
@@ -30,17 +39,44 @@ Example:
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from vidnexus.clock import wall_time
+from vidnexus.connectors.store import Store, ensure_table, quote
+from vidnexus.contracts.schema import Column, TableSchema
 from vidnexus.errors import ModelError
 from vidnexus.gpu_executor.catalog import TASKS, ModelEntry, merge_entries
 from vidnexus.gpu_executor.zoo import ZOO
 
-__all__ = ["ModelSpec", "ModelRepository", "TASKS"]
+__all__ = ["ModelSpec", "ModelRepository", "TASKS", "SOURCES"]
+
+SOURCES = ("zoo", "factory", "torchscript", "onnx")
+
+MODELS_TABLE = TableSchema(
+    "vnx_models",
+    (Column("name", "String"), Column("version", "UInt32"), Column("spec", "String"), Column("registered", "UInt64")),
+    order_by=("name", "version"),
+    engine="ReplacingMergeTree(registered)",
+)
+"""The shared registry (a repository with a store): one row per model version, its spec as JSON."""
+
+FILES_TABLE = TableSchema(
+    "vnx_model_files",
+    (Column("sha256", "String"), Column("chunk", "UInt32"), Column("chunks", "UInt32"), Column("data", "String")),
+    order_by=("sha256", "chunk"),
+    engine="ReplacingMergeTree",
+)
+"""A registered model file (TorchScript, ONNX), base64 in chunks of 1 MiB, by content hash: every
+executor and worker reads it from the store and caches it under ``<data_dir>/models/files``."""
+
+CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -56,6 +92,8 @@ class ModelSpec:
     description: str = ""
     builtin: bool = field(default=False, compare=False)
     images: str | None = None
+    sha256: str | None = None
+    """The model file's content hash, when the repository keeps the file in its store."""
 
     def __post_init__(self) -> None:
         if self.images is not None:
@@ -70,10 +108,15 @@ class ModelSpec:
         if self.task not in TASKS:
             raise ModelError(f"model {self.name}: unknown task {self.task!r}; choose one of {TASKS}")
         kind = self.source.split(":", 1)[0]
-        if kind not in ("zoo", "factory", "torchscript"):
+        if kind not in SOURCES:
             raise ModelError(
-                f"model {self.name}: source {self.source!r} must start with zoo:, factory: or torchscript:"
+                f"model {self.name}: source {self.source!r} must start with zoo:, factory:, torchscript: or onnx:"
             )
+        if kind == "onnx" and self.task not in ("classify", "embed"):
+            raise ModelError(f"model {self.name}: an ONNX model's task is classify or embed (one output, a row per "
+                             f"input); a {self.task} model needs its outputs decoded: register it as TorchScript")
+        if kind == "onnx" and self.weights:
+            raise ModelError(f"model {self.name}: an ONNX file holds its weights; --weights is for torch models")
         if not self.input_shape or any(d <= 0 for d in self.input_shape):
             raise ModelError(f"model {self.name}: input shape {self.input_shape} must be positive dims")
 
@@ -91,9 +134,11 @@ class ModelRepository:
         ModelError: an ``extra`` entry takes a zoo name, or two take one name.
     """
 
-    def __init__(self, directory: Path, extra: Iterable[ModelEntry] = ()) -> None:
+    def __init__(self, directory: Path, extra: Iterable[ModelEntry] = (), store: Store | None = None) -> None:
         self.directory = directory
         self.path = directory / "registry.json"
+        self.store = store
+        self._tables_ready = False
         extra = merge_entries(extra)
         clash = sorted(e.name for e in extra if e.name in ZOO)
         if clash:
@@ -104,7 +149,23 @@ class ModelRepository:
         e = self.catalog[name]
         return ModelSpec(name, f"zoo:{name}", e.input_shape, e.task, description=e.description, builtin=True)
 
+    def _ensure_tables(self) -> None:
+        if self.store is not None and not self._tables_ready:
+            ensure_table(self.store, MODELS_TABLE)
+            ensure_table(self.store, FILES_TABLE)
+            self._tables_ready = True
+
     def _registered(self) -> dict[str, list[dict[str, Any]]]:
+        if self.store is not None:
+            if not self._tables_ready and not int(self.store.query(
+                    "SELECT count() FROM system.tables WHERE database = currentDatabase() "
+                    f"AND name = {quote(MODELS_TABLE.name)}").scalar() or 0):
+                return {}
+            out: dict[str, list[dict[str, Any]]] = {}
+            for (doc,) in self.store.query(f"SELECT spec FROM {MODELS_TABLE.name} FINAL ORDER BY name, version").rows:
+                d = json.loads(doc)
+                out.setdefault(d["name"], []).append(d)
+            return out
         if not self.path.exists():
             return {}
         try:
@@ -137,10 +198,13 @@ class ModelRepository:
         raise ModelError(f"unknown model {name!r}; see `vidnexus models list`")
 
     def load(self, spec: ModelSpec, device: str = "cpu") -> Any:
-        """Build the module (and load local weights when the spec names a file)."""
+        """Build the module (and load local weights when the spec names a file). An ONNX model has
+        no torch module: :func:`vidnexus.gpu_executor.loading.build_runner` runs it."""
         import torch
 
         kind, _, ref = spec.source.partition(":")
+        if kind == "onnx":
+            raise ModelError(f"model {spec.name} is an ONNX file: it runs in onnxruntime, not as a torch module")
         try:
             if kind == "zoo":
                 if ref not in self.catalog:
@@ -151,7 +215,7 @@ class ModelRepository:
                 mod_name, _, fn_name = ref.partition(":")
                 module = getattr(importlib.import_module(mod_name), fn_name)()
             else:
-                module = torch.jit.load(ref, map_location=device)
+                module = torch.jit.load(self.file_of(spec), map_location=device)
             if spec.weights:
                 module.load_state_dict(torch.load(spec.weights, map_location="cpu", weights_only=True))
         except ModelError:
@@ -168,21 +232,104 @@ class ModelRepository:
 
         if spec.name in self.catalog:
             raise ModelError(f"{spec.name!r} is a built-in model; register under another name")
-        module = self.load(spec)
-        try:
-            with torch.inference_mode():
-                x = torch.zeros((1, *spec.input_shape))
-                module([x[0]] if spec.task in ("detect", "pose") else x)
-        except Exception as e:
-            raise ModelError(f"model {spec.name} does not accept input shape {spec.input_shape}: {e}") from None
-        spec = ModelSpec(**{**asdict(spec), "memory_bytes": parameter_bytes(module), "builtin": False})
+        if spec.source.startswith("onnx:"):
+            memory = _check_onnx(spec)
+        else:
+            module = self.load(spec)
+            try:
+                with torch.inference_mode():
+                    x = torch.zeros((1, *spec.input_shape))
+                    module([x[0]] if spec.task in ("detect", "pose") else x)
+            except Exception as e:
+                raise ModelError(f"model {spec.name} does not accept input shape {spec.input_shape}: {e}") from None
+            memory = parameter_bytes(module)
+        spec = ModelSpec(**{**asdict(spec), "memory_bytes": memory, "builtin": False})
         reg = self._registered()
         versions = [v for v in reg.get(spec.name, []) if v["version"] != spec.version]
         if len(versions) != len(reg.get(spec.name, [])) and not overwrite:
             raise ModelError(f"model {spec.name} version {spec.version} exists; pass --overwrite or a new --version")
+        if self.store is not None:
+            self._ensure_tables()
+            kind, _, ref = spec.source.partition(":")
+            if kind in ("torchscript", "onnx"):
+                spec = ModelSpec(**{**asdict(spec), "sha256": self._upload(Path(ref))})
+            d = asdict(spec)
+            d.pop("builtin")
+            self.store.insert(MODELS_TABLE.name, ("name", "version", "spec", "registered"),
+                              [(spec.name, spec.version, json.dumps(d), int(wall_time() * 1e6))])
+            return spec
         d = asdict(spec)
         d.pop("builtin")
         reg[spec.name] = sorted(versions + [d], key=lambda v: v["version"])
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps(reg, indent=2))
         return spec
+
+    # -- files in the store ------------------------------------------------------------------------
+    def _upload(self, path: Path) -> str:
+        """Copy a model file into the store (once per content); its sha256."""
+        assert self.store is not None
+        data = path.read_bytes()
+        sha = hashlib.sha256(data).hexdigest()
+        chunks = max(1, -(-len(data) // CHUNK))
+        have = int(self.store.query(f"SELECT count() FROM {FILES_TABLE.name} FINAL WHERE sha256 = {quote(sha)}")
+                   .scalar() or 0)
+        if have < chunks:
+            for k in range(chunks):
+                self.store.insert(FILES_TABLE.name, ("sha256", "chunk", "chunks", "data"),
+                                  [(sha, k, chunks, base64.b64encode(data[k * CHUNK:(k + 1) * CHUNK]).decode())])
+        return sha
+
+    def file_of(self, spec: ModelSpec) -> str:
+        """The local path of a TorchScript or ONNX model's file: its source path, or, for a file kept
+        in the store, the cached copy (fetched and checked against its hash on first use)."""
+        kind, _, ref = spec.source.partition(":")
+        if not spec.sha256 or self.store is None:
+            return ref
+        cache = self.directory / "files" / f"{spec.sha256}{Path(ref).suffix or '.' + kind}"
+        if cache.is_file():
+            return str(cache)
+        rows = self.store.query(f"SELECT chunk, chunks, data FROM {FILES_TABLE.name} FINAL "
+                                f"WHERE sha256 = {quote(spec.sha256)} ORDER BY chunk").rows
+        if not rows or len(rows) != int(rows[0][1]):
+            raise ModelError(f"model {spec.name}: its file ({spec.sha256[:12]}…) is not complete in the store "
+                             f"({len(rows)} of {rows[0][1] if rows else '?'} chunks); register it again")
+        data = b"".join(base64.b64decode(r[2]) for r in rows)
+        if hashlib.sha256(data).hexdigest() != spec.sha256:
+            raise ModelError(f"model {spec.name}: its file in the store does not match its hash; register it again")
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
+        tmp.write_bytes(data)
+        tmp.replace(cache)
+        return str(cache)
+
+
+def _check_onnx(spec: ModelSpec) -> int:
+    """Load an ONNX model, check its input against the spec (the dimensions after the batch that
+    the file fixes must be the spec's) and that a batch of 1 and of 2 each give a row per input;
+    its memory: the file's size (its weights)."""
+    import numpy as np
+
+    from vidnexus.gpu_executor.runner import OnnxRunner
+
+    path = Path(spec.source.partition(":")[2])
+    if not path.is_file():
+        raise ModelError(f"model {spec.name}: no ONNX file at {path}")
+    runner = OnnxRunner(spec.name, str(path))
+    fixed = runner.input_shape[1:]
+    if len(fixed) != len(spec.input_shape) or any(isinstance(d, int) and d != w for d, w in zip(fixed, spec.input_shape)):
+        raise ModelError(f"model {spec.name}: the ONNX input {runner.input_name!r} has shape "
+                         f"{list(runner.input_shape)}, which does not take --input {'x'.join(map(str, spec.input_shape))} "
+                         f"after the batch dimension")
+    if isinstance(runner.input_shape[0], int) and runner.input_shape[0] != -1:
+        raise ModelError(f"model {spec.name}: the ONNX input's batch dimension is fixed to {runner.input_shape[0]}; "
+                         f"export it with a dynamic batch (torch.onnx.export(..., dynamic_axes={{name: {{0: 'n'}}}}))")
+    x = np.zeros(spec.input_shape, np.float32)
+    for n in (1, 2):
+        try:
+            rows = runner([x] * n)
+        except Exception as e:
+            raise ModelError(f"model {spec.name} does not run a batch of {n} of {spec.input_shape}: {e}") from None
+        if len(rows) != n:
+            raise ModelError(f"model {spec.name}: a batch of {n} gave {len(rows)} rows")
+    return path.stat().st_size

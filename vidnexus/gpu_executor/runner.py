@@ -9,7 +9,7 @@ import numpy as np
 
 from vidnexus.errors import BatchContractError, ModelError
 
-__all__ = ["TorchRunner"]
+__all__ = ["TorchRunner", "OnnxRunner"]
 
 
 class TorchRunner:
@@ -64,3 +64,48 @@ class TorchRunner:
                 f"model {self.name} returned {len(rows)} outputs for {len(inputs)} inputs"
             )
         return [self.postprocess(r) for r in rows]
+
+
+class OnnxRunner:
+    """Stack inputs into a batch and run an ONNX model with onnxruntime (its first input, its
+    first output, split by rows). The model's batch dimension must be dynamic.
+
+    Args:
+        path: the ``.onnx`` file.
+        device: ``cpu``, or ``cuda:N`` (onnxruntime's CUDA provider, when the installed
+            onnxruntime has it).
+        threads: onnxruntime's intra-op threads (0: its default).
+    """
+
+    def __init__(self, name: str, path: str, device: str = "cpu",
+                 postprocess: Callable[[Any], Any] | None = None, threads: int = 0) -> None:
+        import onnxruntime as ort
+
+        self.name, self.path, self.device = name, path, device
+        self.postprocess = postprocess or (lambda t: t.tolist() if hasattr(t, "tolist") else t)
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3  # errors only: no per-node warnings on stderr
+        if threads:
+            opts.intra_op_num_threads = threads
+        providers: list[Any] = ["CPUExecutionProvider"]
+        if device.startswith("cuda"):
+            providers.insert(0, ("CUDAExecutionProvider", {"device_id": int(device.partition(":")[2] or 0)}))
+        try:
+            self.session = ort.InferenceSession(path, sess_options=opts, providers=providers)
+        except Exception as e:
+            raise ModelError(f"model {name}: onnxruntime cannot load {path}: {e}") from None
+        first = self.session.get_inputs()[0]
+        self.input_name, self.input_shape = first.name, tuple(first.shape)
+        self._lock = threading.Lock()
+
+    def __call__(self, inputs: Sequence[np.ndarray]) -> list[Any]:
+        if not inputs:
+            return []
+        try:
+            with self._lock:
+                out = self.session.run(None, {self.input_name: np.stack(inputs).astype(np.float32, copy=False)})[0]
+        except Exception as e:
+            raise ModelError(f"model {self.name} failed on a batch of {len(inputs)}: {e}") from e
+        if len(out) != len(inputs):
+            raise BatchContractError(f"model {self.name} returned {len(out)} outputs for {len(inputs)} inputs")
+        return [self.postprocess(r) for r in out]

@@ -51,11 +51,18 @@ LoadModels = Callable[[list[str]], Models]
 
 
 def repository(settings: Settings) -> Any:
-    """The model repository of ``settings``' data directory, with the apps' models in its catalogue."""
+    """The model repository, with the apps' models in its catalogue: registered models in the
+    ClickHouse server (``VNX_STORE=clickhouse``: shared by every role on every host, files
+    included), else in the data directory's JSON registry (embedded, one process)."""
     from vidnexus.apps import model_catalog
     from vidnexus.gpu_executor.repository import ModelRepository
 
-    return ModelRepository(settings.data_dir / "models", extra=model_catalog())
+    store = None
+    if settings.store == "clickhouse":
+        from vidnexus.connectors.factory import open_store
+
+        store = open_store(settings)
+    return ModelRepository(settings.data_dir / "models", extra=model_catalog(), store=store)
 
 
 def repository_loader(settings: Settings, device: str, weights: dict[str, Path] | None = None,
