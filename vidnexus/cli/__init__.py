@@ -205,12 +205,18 @@ def models_profile(
     repeats: int = typer.Option(5, min=1, help="Timed runs per batch size."),
     threads: int = typer.Option(0, min=0, help="torch threads (0 = torch default)."),
 ) -> None:
-    """Measure ℓ(b) for b = 1…max_batch, fit ℓ(b) = αb + β, store the profile, print a table."""
-    from vidnexus.gpu_executor.profiler import profile_model, save_profile
+    """Measure ℓ(b) for b = 1…max_batch, fit ℓ(b) = αb + β, store the profile, print a table.
 
-    prof, table = profile_model(_repo(), name, device=device, max_batch=max_batch, repeats=repeats,
+    Executors on this data directory with the same device, CPU, library versions and thread count
+    (give them the same --threads) use it instead of measuring batches 1-8 themselves, and plans
+    may then use batches up to max_batch."""
+    from vidnexus.gpu_executor.profiler import profile_env, profile_model, save_profile
+
+    repo = _repo()
+    prof, table = profile_model(repo, name, device=device, max_batch=max_batch, repeats=repeats,
                                 threads=threads or None, progress=lambda b: err_console.print(f"[dim]b={b}[/]"))
-    path = save_profile(settings().data_dir / "profiles", name, device, prof)
+    # Keyed as the executor looks it up: with the model's version.
+    path = save_profile(settings().data_dir / "profiles", name, device, prof, profile_env(device, repo.get(name).version))
     t = Table("batch", "mean ms", "std ms", "req/s", title=f"{name} on {device}")
     for b, mean, std in table:
         t.add_row(str(b), f"{mean * 1000:.2f}", f"{std * 1000:.2f}", f"{b / mean:.1f}")
