@@ -18,7 +18,7 @@ SUMMARY_KEYS = {
     "scheduler": {"mean_devices_over_lower_bound", "mean_devices_over_optimal_small", "oblivious_over_squishy",
                   "plan_ms_1000_sessions", "plan_ms_10000_sessions", "mean_optimal_small_over_lower_bound",
                   "devices_over_lower_bound_10000_sessions", "replan_ms_10000_sessions",
-                  "replan_moved_fraction_10000_sessions"},
+                  "replan_moved_fraction_10000_sessions", "single_type_cost_over_mix"},
     "latency-split": {"min_gain", "max_gain"},
     "cluster": {"miss_rate", "miss_rate_over_nexus", "devices_over_lower_bound", "devices_over_fresh_plan",
                 "moves_per_epoch", "moved_fraction_per_epoch", "plan_ms_mean", "step_reaction_s", "step_miss_rate"},

@@ -9,8 +9,9 @@ from vidnexus.contracts.profile import Profile
 __all__ = ["measured_profiles"]
 
 
-def measured_profiles(quick: bool, console: Any = None) -> dict[str, Profile]:
-    """ℓ(b) of a few real architectures (random weights: compute cost only) on this CPU."""
+def measured_profiles(quick: bool, console: Any = None, threads: int = 2) -> dict[str, Profile]:
+    """ℓ(b) of a few real architectures (random weights: compute cost only) on this CPU, with
+    ``threads`` torch threads (restored afterwards)."""
     import numpy as np
     import torch
 
@@ -20,7 +21,8 @@ def measured_profiles(quick: bool, console: Any = None) -> dict[str, Profile]:
     from vidnexus.gpu_executor.runner import TorchRunner
     from vidnexus.gpu_executor.zoo import random_init
 
-    torch.set_num_threads(2)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
     specs: dict[str, tuple[Any, tuple[int, ...], bool]] = {
         "lenet5": (random_init("lenet5"), (1, 28, 28), False),
         "resnet18_64px": (headed_variants(1)["variant0"], (3, 64, 64), False),
@@ -31,10 +33,11 @@ def measured_profiles(quick: bool, console: Any = None) -> dict[str, Profile]:
     out = {}
     for name, (module, shape, detection) in specs.items():
         if console:
-            console.print(f"  profiling {name} {shape} …")
+            console.print(f"  profiling {name} {shape}, {threads} thread(s) …")
         runner = TorchRunner(name, module, postprocess=lambda r: None, list_input=detection)
         x = np.random.default_rng(0).random(shape, dtype=np.float32)
         warm_up(runner, x, (1, 2))
         sz = [b for b in sizes if not detection or b <= 8]
         out[name], _ = profile_runner(runner, lambda: x, sz, repeats=2 if quick else 3, warmup=1)  # called now
+    torch.set_num_threads(before)
     return out

@@ -99,6 +99,46 @@ def _epochs(n: int, rate: float, seeds: int, profiles: dict[str, Profile]) -> di
             "devices_over_fresh_plan": statistics.fmean(r["devices"] / r["fresh_devices"] for r in rows)}
 
 
+def _heterogeneous(two: dict[str, Profile], one: dict[str, Profile], quick: bool) -> dict[str, Any]:
+    """Piccolo's heterogeneous planning (:mod:`vidnexus.control.piccolo`) on two device types
+    measured here: this CPU as an executor with 2 torch threads (price 2, its cores) and with 1
+    (price 1). For each model, rate (1 to 6 of the 2-thread type's best throughputs) and latency
+    budget (2.2 ℓ(1) to 400 ms), the cost of the configuration generator's plan with both types,
+    and of the cheapest plan on one type: their ratio, averaged (Piccolo's ablation: 1.232)."""
+    from vidnexus.control.piccolo import Config, generate_configs
+    from vidnexus.errors import PlacementError
+
+    rows = []
+    for m in sorted(set(two) & set(one)):
+        configs = [Config(b, two[m].latency(b), "2-thread", 2.0) for b in two[m].sizes] + \
+                  [Config(b, one[m].latency(b), "1-thread", 1.0) for b in one[m].sizes]
+        best = max(b / two[m].latency(b) for b in two[m].sizes)
+        floor = 2.2 * two[m].latency(1)
+        for budget in sorted({max(floor, x) for x in ((0.1, 0.4) if quick else (0.05, 0.1, 0.2, 0.4))}):
+            for k in ((1.5, 4.5) if quick else (1.0, 2.5, 4.5, 6.0)):
+                rate = k * best
+                try:
+                    mix = generate_configs(configs, rate, budget).cost
+                except PlacementError:
+                    continue
+                single = []
+                for kind in ("2-thread", "1-thread"):
+                    try:
+                        single.append(generate_configs([c for c in configs if c.device_type == kind], rate, budget).cost)
+                    except PlacementError:
+                        pass
+                if not single:
+                    continue
+                rows.append({"model": m, "budget_ms": round(budget * 1000), "rate": round(rate, 1),
+                             "mix_cost": round(mix, 3), "single_cost": round(min(single), 3),
+                             "types_used": sorted({a.config.device_type for a in
+                                                   generate_configs(configs, rate, budget).allocations})})
+    ratio = statistics.fmean(r["single_cost"] / r["mix_cost"] for r in rows)
+    return {"heterogeneous": rows, "single_type_cost_over_mix": round(ratio, 4),
+            "device_types": {"2-thread": {"price": 2.0}, "1-thread": {"price": 1.0}},
+            "profiles_1_thread": {k: v.to_dict() for k, v in one.items()}}
+
+
 def run(quick: bool, console: Any) -> dict[str, Any]:
     from rich.table import Table
 
@@ -137,6 +177,10 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     opt_over_lb = statistics.fmean(s["exact"] / max(1, math.ceil(s["lower_bound"])) for s in small if s["exact"])
     console.print(f"small instances (8–24 sessions, {len(small)} solved exactly by {solver}): "
                   f"squishy/optimal = {over_opt:.3f}; optimal/lower bound = {opt_over_lb:.3f}")
+    hetero = _heterogeneous(profiles, measured_profiles(quick, console, threads=1), quick)
+    console.print(f"two device types (this CPU as a 2-thread executor at price 2 and a 1-thread one at price 1), "
+                  f"Piccolo's planner: the cheapest single type costs {hetero['single_type_cost_over_mix']:.3f}× "
+                  f"the mix (Piccolo reports 1.232×)")
     mixes = [r for r in results if r["sessions"] <= 1000]
     summary = {
         "mean_devices_over_lower_bound": round(statistics.fmean(r["over_lower_bound"] for r in mixes), 3),
@@ -149,6 +193,8 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
                                                               if r["sessions"] == 10_000), 3),
         "replan_ms_10000_sessions": round(epochs["replan_ms"], 1),
         "replan_moved_fraction_10000_sessions": round(epochs["moved_fraction"], 4),
+        "single_type_cost_over_mix": hetero["single_type_cost_over_mix"],
+        "cost_over_single_type": round(hetero["single_type_cost_over_mix"] - 1, 4),
     }
     console.print(f"summary: {summary}  ({time.perf_counter() - t0:.0f} s)")
     return {"name": "scheduler", "machine": machine_info(),
@@ -158,4 +204,4 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
                        "lower_bound_note": "devices / ceil(Σ R_i/T_i) over placed sessions; T_i the best throughput "
                                            "within the SLO; mean_devices_over_lower_bound over the mixes up to 1000",
                        "profiles": {k: v.to_dict() for k, v in profiles.items()}},
-            "results": results + [epochs, {"small_instances": small}], "summary": summary}
+            "results": results + [epochs, {"small_instances": small}, hetero], "summary": summary}
