@@ -108,7 +108,8 @@ def _heterogeneous(two: dict[str, Profile], one: dict[str, Profile], quick: bool
     from vidnexus.control.piccolo import Config, generate_configs
     from vidnexus.errors import PlacementError
 
-    rows = []
+    rows: list[dict[str, Any]] = []
+    ratios: list[float] = []
     for m in sorted(set(two) & set(one)):
         configs = [Config(b, two[m].latency(b), "2-thread", 2.0) for b in two[m].sizes] + \
                   [Config(b, one[m].latency(b), "1-thread", 1.0) for b in one[m].sizes]
@@ -129,11 +130,12 @@ def _heterogeneous(two: dict[str, Profile], one: dict[str, Profile], quick: bool
                         pass
                 if not single:
                     continue
+                ratios.append(min(single) / mix)
                 rows.append({"model": m, "budget_ms": round(budget * 1000), "rate": round(rate, 1),
                              "mix_cost": round(mix, 3), "single_cost": round(min(single), 3),
                              "types_used": sorted({a.config.device_type for a in
                                                    generate_configs(configs, rate, budget).allocations})})
-    ratio = statistics.fmean(r["single_cost"] / r["mix_cost"] for r in rows)
+    ratio = statistics.fmean(ratios)
     return {"heterogeneous": rows, "single_type_cost_over_mix": round(ratio, 4),
             "device_types": {"2-thread": {"price": 2.0}, "1-thread": {"price": 1.0}},
             "profiles_1_thread": {k: v.to_dict() for k, v in one.items()}}
