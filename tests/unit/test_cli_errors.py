@@ -105,7 +105,7 @@ SEMANTIC = [
     ["worker", "hud", "--runtime", "spark"],
     ["up", "hud"],  # VNX_BUS=memory: the roles it starts are distributed
     ["up", "hud", "--runtime", "spark"],
-    ["up", "no_such_module:app"],
+    ["up", "hud", "--once", "--no-ingest"],  # --once ingests itself
     ["ingest", "--wait"],  # --wait needs --once and --app
     ["ingest", "--once", "--wait"],
     ["run", "no_such_module:app"],

@@ -164,8 +164,9 @@ def _follow_ingest(role: Any, once: bool, shard: str) -> None:
     from rich.live import Live
 
     _stop_on_signals(role.stop)
+    # The ready line `vidnexus up` waits for, on a terminal too (FORCE_COLOR makes a pipe one).
+    err_console.print(f"ingest: shard {shard}, following the registry", markup=False)
     if not err_console.is_terminal:
-        err_console.print(f"ingest: shard {shard}, following the registry", markup=False)
         seen: dict[str, str] = {}
 
         def changes(statuses: list[Any]) -> None:
@@ -384,8 +385,8 @@ def _check_models(cfg: Any, app: Any) -> None:
     bad = unknown_models(app, known)
     if bad:
         raise VidnexusError(f"app {app.name}: {'; '.join(bad)}, which the model repository "
-                            f"({cfg.data_dir / 'models'}) does not know; register it (`vidnexus models register`) "
-                            f"or see `vidnexus models list`")
+                            f"({repo.where()}) does not know; register it (`vidnexus models register`, with the "
+                            f"same VNX_STORE) or see `vidnexus models list`")
 
 
 def _print_summary(line: str, warn: bool) -> None:
@@ -523,7 +524,9 @@ def up(
     (the app's sessions), sink, workers and ingest, each started once the one before it is ready,
     their output interleaved under the role's name. A role that exits is restarted (1, 2, 4 … 30 s
     apart; up gives up after 6 exits in 5 minutes). Ctrl-C or SIGTERM stops them in order, ingest
-    first. Across machines, run the same commands one by one (docs/getting-started.md)."""
+    first. Needs VNX_STORE=clickhouse. With VNX_HEALTH_PORT or VNX_METRICS_PORT set, each role gets
+    that port + its index (printed once they are up). Across machines, run the same commands one by
+    one (docs/getting-started.md)."""
     from vidnexus.apps import load_app
     from vidnexus.roles.ingest import feeds
     from vidnexus.roles.launcher import Launcher, RoleCommand
@@ -531,8 +534,13 @@ def up(
 
     if runtime not in ("bus", "faust"):
         raise VidnexusError(f"--runtime {runtime!r}: use bus or faust")
+    if once and not ingest_:
+        raise VidnexusError("--once ingests the app's streams itself; --no-ingest is for an ingest that runs elsewhere")
     cfg = settings()
     require_kafka(cfg, "up")
+    if cfg.store != "clickhouse":
+        raise VidnexusError("vidnexus up runs the roles as processes that share the store: set VNX_STORE=clickhouse "
+                            "(the embedded chdb store is one process's; `vidnexus run APP` runs every role in one)")
     the_app = _with_slo(load_app(app_ref), slo_ms)
     _check_models(cfg, the_app)
     if once:
@@ -553,12 +561,14 @@ def up(
         executor_app = app_ref if slo_ms is None else f"{app_ref}@{slo_ms:g}"
         commands.append(RoleCommand("executor", ("executor", "--app", executor_app, "--device", device,
                                                  "--threads", str(threads)), ready="executor: serving"))
-    commands.append(RoleCommand("sink", ("sink",), ready=" → "))
+    from vidnexus.contracts.topics import Topics
+
+    commands.append(RoleCommand("sink", ("sink",), ready=f"sink: {Topics(cfg.topic_prefix).rows}"))
     for k in range(workers):
         commands.append(RoleCommand(f"worker-{k + 1}" if workers > 1 else "worker",
                                     ("worker", app_ref, "--runtime", runtime, *slo),
                                     ready=f"worker: app {the_app.name} started"))
-    if ingest_ or once:
+    if ingest_:
         wait = ["--once", "--wait", "--wait-timeout", f"{wait_timeout:g}"] if once else []
         commands.append(RoleCommand("ingest", ("ingest", "--app", the_app.name, *wait), ready="ingest: shard",
                                     final=once))
@@ -570,18 +580,28 @@ def up(
 
     import os
 
-    # The children import this very vidnexus (a checkout run through a script of another venv too).
+    # The children import this very vidnexus (a checkout run through a script of another venv too);
+    # their output is a pipe, and stays plain (no colour, no live tables) even where FORCE_COLOR is set.
     here = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(dict.fromkeys(
-        [here, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])))
-    launcher = Launcher(commands, out=out, env=env)
+        [here, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])), TTY_COMPATIBLE="0")
+    env.pop("FORCE_COLOR", None)
+    # One health and one metrics port per process: each role gets the base port + its index.
+    ports: dict[str, dict[str, str]] = {c.name: {} for c in commands}
+    for var, base in (("VNX_HEALTH_PORT", cfg.health_port), ("VNX_METRICS_PORT", cfg.metrics_port)):
+        env.pop(var, None)
+        if base:
+            for k, c in enumerate(commands):
+                ports[c.name][var] = str(base + k)
+    launcher = Launcher(commands, out=out, env=env, env_of=ports)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *a: stop.set())
     code = 0
     try:
         launcher.start(stop)
-        pids = ", ".join(f"{n} {pid}" for n, pid in launcher.running().items())
+        pids = ", ".join(f"{n} {pid}" + "".join(f" {v.split('_')[1].lower()}:{p}" for v, p in ports[n].items())
+                         for n, pid in launcher.running().items())
         launcher.say(f"app {the_app.name} is up ({pids}); "
                      + ("ingesting its streams once" if once else "Ctrl-C stops every role"))
         code = launcher.watch(stop)

@@ -191,8 +191,7 @@ class ExecutorMetrics:
         if self._prom is not None:
             self._prom.latency.labels(sid).observe(latency_s)
             self._prom.replies.labels(sid).inc()
-            if within_slo:
-                self._prom.within_slo.labels(sid).inc()
+            self._prom.within_slo.labels(sid).inc(1 if within_slo else 0)  # 0: the series exists at 0% too
 
     def snapshot(self, elapsed_s: float) -> list[dict[str, Any]]:
         with self._lock:

@@ -43,7 +43,7 @@ import base64
 import hashlib
 import importlib
 import json
-import os
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -185,6 +185,8 @@ class ModelRepository:
         return ModelSpec(**{**d, "input_shape": tuple(d["input_shape"])})
 
     def get(self, name: str, version: int | None = None) -> ModelSpec:
+        if name in self.catalog and version in (None, 1):
+            return self._builtin(name)  # registered names never take a catalogue name: no store read
         versions = self._registered().get(name)
         if versions:
             if version is None:
@@ -195,7 +197,13 @@ class ModelRepository:
             raise ModelError(f"model {name} has no version {version} (have {[v['version'] for v in versions]})")
         if name in self.catalog:
             return self._builtin(name)
-        raise ModelError(f"unknown model {name!r}; see `vidnexus models list`")
+        raise ModelError(f"unknown model {name!r} in the model repository ({self.where()}); see `vidnexus models list`")
+
+    def where(self) -> str:
+        """Where registered models live, in words."""
+        if self.store is not None:
+            return "the store's vnx_models table, shared by every host"
+        return str(self.path)
 
     def load(self, spec: ModelSpec, device: str = "cpu") -> Any:
         """Build the module (and load local weights when the spec names a file). An ONNX model has
@@ -232,6 +240,10 @@ class ModelRepository:
 
         if spec.name in self.catalog:
             raise ModelError(f"{spec.name!r} is a built-in model; register under another name")
+        if self.store is not None and spec.weights:
+            raise ModelError(f"model {spec.name}: --weights names a file on this host only; with a shared "
+                             "repository (VNX_STORE=clickhouse), register the model with its weights in a "
+                             "TorchScript or ONNX file")
         if spec.source.startswith("onnx:"):
             memory = _check_onnx(spec)
         else:
@@ -287,7 +299,7 @@ class ModelRepository:
         if not spec.sha256 or self.store is None:
             return ref
         cache = self.directory / "files" / f"{spec.sha256}{Path(ref).suffix or '.' + kind}"
-        if cache.is_file():
+        if cache.is_file() and _sha256_of(cache) == spec.sha256:
             return str(cache)
         rows = self.store.query(f"SELECT chunk, chunks, data FROM {FILES_TABLE.name} FINAL "
                                 f"WHERE sha256 = {quote(spec.sha256)} ORDER BY chunk").rows
@@ -298,10 +310,23 @@ class ModelRepository:
         if hashlib.sha256(data).hexdigest() != spec.sha256:
             raise ModelError(f"model {spec.name}: its file in the store does not match its hash; register it again")
         cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
-        tmp.write_bytes(data)
-        tmp.replace(cache)
+        # A name of its own per writer (executors sharing a volume may all be pid 1), then an atomic
+        # rename: a reader sees the whole file or none, and a cut-short write is never used.
+        tmp = cache.with_name(f".{cache.name}.{uuid.uuid4().hex}")
+        try:
+            tmp.write_bytes(data)
+            tmp.replace(cache)
+        finally:
+            tmp.unlink(missing_ok=True)
         return str(cache)
+
+
+def _sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _check_onnx(spec: ModelSpec) -> int:

@@ -61,8 +61,15 @@ def repository(settings: Settings) -> Any:
     if settings.store == "clickhouse":
         from vidnexus.connectors.factory import open_store
 
-        store = open_store(settings)
+        with _repo_lock:  # one connection per process and server, kept for the process's life
+            store = _repo_stores.get(settings.clickhouse_url)
+            if store is None:
+                store = _repo_stores[settings.clickhouse_url] = open_store(settings)
     return ModelRepository(settings.data_dir / "models", extra=model_catalog(), store=store)
+
+
+_repo_stores: dict[str, Any] = {}
+_repo_lock = threading.Lock()
 
 
 def repository_loader(settings: Settings, device: str, weights: dict[str, Path] | None = None,

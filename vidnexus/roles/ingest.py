@@ -36,8 +36,11 @@ def accounted(store: Store, app: str, since: Mapping[str, float]) -> dict[str, d
                            "AND name = 'vnx_frames'").scalar() or 0):
         return {}
     which = " OR ".join(f"(stream = {quote(name)} AND ingest_ts >= {float(t)!r})" for name, t in sorted(since.items()))
-    rows = store.query(f"SELECT stream, status, count() FROM vnx_frames FINAL WHERE app = {quote(app)} "
-                       f"AND ({which}) GROUP BY stream, status").rows
+    # Each frame's best outcome among this registration's rows (a re-added file reuses frame
+    # numbers, and FINAL would keep an earlier registration's row, filtered out below).
+    rows = store.query(f"SELECT stream, s, count() FROM (SELECT stream, frame_no, argMax(status, version) AS s "
+                       f"FROM vnx_frames WHERE app = {quote(app)} AND ({which}) GROUP BY stream, frame_no) "
+                       "GROUP BY stream, s").rows
     out: dict[str, dict[str, int]] = {}
     for stream, status, n in rows:
         out.setdefault(str(stream), {})[str(status)] = int(n)

@@ -79,8 +79,7 @@ class _Child:
 
 
 class Launcher:
-    """Run ``commands`` as ``python -m vidnexus ARGS`` children (``program`` instead of
-    ``python -m vidnexus``: the tests' stand-in roles).
+    """Run ``commands`` as ``python -P -m vidnexus ARGS`` children.
 
     Args:
         commands: in start order (each is waited for before the next starts).
@@ -89,18 +88,24 @@ class Launcher:
         env: the children's environment (default: this process's).
         ready_timeout_s: how long a role may take to print its ready line.
         restart_base_s, restart_cap_s: the restarts' backoff (:func:`restart_delay`).
+        env_of: variables of one role's own (by name) over ``env``: its health and metrics ports.
+        program: what runs ``ARGS`` (default ``python -P -m vidnexus``: the current directory is
+            not on the path, so a user's file never shadows a package; apps are still found there
+            by :func:`vidnexus.apps.load_app`).
     """
 
     def __init__(self, commands: Sequence[RoleCommand], *, out: Callable[[str, str], None],
                  env: Mapping[str, str] | None = None, clock: Clock | None = None, ready_timeout_s: float = 300.0,
                  stop_timeout_s: float = 30.0, restart_base_s: float = 1.0, restart_cap_s: float = 30.0,
-                 program: Sequence[str] = (sys.executable, "-m", "vidnexus")) -> None:
+                 program: Sequence[str] = (sys.executable, "-P", "-m", "vidnexus"),
+                 env_of: Mapping[str, Mapping[str, str]] | None = None) -> None:
         names = [c.name for c in commands]
         if len(set(names)) != len(names):
             raise VidnexusError(f"role names must differ: {names}")
         self.children = [_Child(c) for c in commands]
         self.out = out
         self.env = dict(os.environ if env is None else env)
+        self.env_of = {k: dict(v) for k, v in (env_of or {}).items()}
         self.clock = clock or MonotonicClock()
         self.ready_timeout_s = ready_timeout_s
         self.stop_timeout_s = stop_timeout_s
@@ -111,9 +116,10 @@ class Launcher:
     # -- start ---------------------------------------------------------------------------------
     def _spawn(self, child: _Child) -> None:
         child.ready.clear()
-        p = subprocess.Popen([*self.program, *child.command.args], env=self.env, text=True,
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             bufsize=1, process_group=0)
+        p = subprocess.Popen([*self.program, *child.command.args],
+                             env={**self.env, **self.env_of.get(child.command.name, {})}, text=True,
+                             errors="replace", stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, bufsize=1, process_group=0)
         child.proc = p
         child.pump = threading.Thread(target=self._pump, args=(child, p), name=f"vnx-up-{child.command.name}",
                                       daemon=True)
@@ -216,6 +222,8 @@ class Launcher:
                     self.say(f"{child.command.name} did not stop in {self.stop_timeout_s:g} s; killing it")
                     child.proc.kill()
                     child.proc.wait(10)
+                if child.pump is not None:
+                    child.pump.join(5)  # its last lines
 
     def say(self, line: str) -> None:
         with self._lock:

@@ -48,7 +48,7 @@ class IngestCollector(Collector):
         since = GaugeMetricFamily("vnx_ingest_seconds_since_frame", "Seconds since the stream last published a "
                                   "frame", labels=["stream"])
         now = self.now()
-        for s in self.statuses():
+        for s in list(self.statuses()):  # read from the HTTP thread while ingest updates them
             for stage in INGEST_STAGES:
                 frames.add_metric([s.name, stage], float(getattr(s, stage)))
             errors.add_metric([s.name], float(s.errors))
@@ -70,7 +70,7 @@ class WorkerCollector(Collector):
         st = self.stats()
         frames = CounterMetricFamily("vnx_worker_frames", "Frames by outcome (ok, partial, dropped, error)",
                                      labels=["app", "status"])
-        for status, n in sorted(st.status.items()):
+        for status, n in sorted(dict(st.status).items()):  # a copy: the worker adds statuses meanwhile
             frames.add_metric([self.app, status], float(n))
         rows = CounterMetricFamily("vnx_worker_rows", "Rows published to the sink", labels=["app"])
         rows.add_metric([self.app], float(st.rows))

@@ -154,7 +154,7 @@ def day_sessions(cfg: DayConfig, profiles: Mapping[str, Profile], k_std: float =
     used: set[str] = set()
 
     def new(start: float) -> DaySession:
-        while True:
+        for _ in range(10_000):
             m = rng.choice(models)
             floor_ms = max(cfg.slo_ms[0], math.ceil(2.2 * profiles[m].latency(1) * 1000))
             slo_ms = float(rng.randint(int(floor_ms), int(max(floor_ms, cfg.slo_ms[1]))))
@@ -163,6 +163,8 @@ def day_sessions(cfg: DayConfig, profiles: Mapping[str, Profile], k_std: float =
                 used.add(key)
                 return DaySession(key, m, slo_ms / 1000, rng.paretovariate(1.2), rng.uniform(-1, 1) * cfg.phase_jitter,
                                   start_s=start)
+        raise ValueError(f"no (model, SLO) pair left for another session: {len(used)} sessions over {len(models)} "
+                         f"models and SLOs {cfg.slo_ms} ms; widen the SLO range or use fewer sessions")
 
     live = [new(0.0) for _ in range(cfg.sessions)]
     done: list[DaySession] = []

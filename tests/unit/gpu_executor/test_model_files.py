@@ -100,11 +100,22 @@ def test_a_repository_with_a_store_shares_the_files_with_every_host(tmp_path, fi
             there.register(ModelSpec("o", f"onnx:{files['onnx']}", (3, 16, 16)))
         there.register(ModelSpec("o", f"onnx:{files['onnx']}", (3, 16, 16), version=2))
         assert here.get("o").version == 2 and here.get("o", 1).version == 1
-        # A cached file that does not match its hash is not used: the store's copy is checked.
+        # A cached copy that does not match its hash (a write cut short) is fetched again.
+        import hashlib
+        from pathlib import Path
+
         spec = there.get("o")
+        cached = Path(there.file_of(spec))
+        cached.write_bytes(b"half a file")
+        assert Path(there.file_of(spec)) == cached
+        assert hashlib.sha256(cached.read_bytes()).hexdigest() == spec.sha256
+        # A file the store no longer holds in full is an error that says so.
         store.execute("TRUNCATE TABLE vnx_model_files")
         fresh = ModelRepository(tmp_path / "c", store=store)
         with pytest.raises(ModelError, match="not complete in the store"):
             fresh.file_of(spec)
+        # With a shared repository, a weights file of one host is refused.
+        with pytest.raises(ModelError, match="names a file on this host only"):
+            there.register(ModelSpec("z", "zoo:lenet5", (1, 28, 28), weights=str(files["torchscript"])))
     finally:
         store.close()

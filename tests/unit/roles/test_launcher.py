@@ -18,12 +18,12 @@ from vidnexus.roles.launcher import Launcher, RoleCommand, restart_delay
 FAKE = r"""
 import signal, sys, time
 role, how, log = sys.argv[1:4]
+stop = []
+signal.signal(signal.SIGTERM, lambda *a: stop.append(1))  # first: a stop may come at once
 def note(what):
     with open(log, "a") as f:
         f.write(f"{role} {what}\n")
 note("start")
-stop = []
-signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
 if how != "never":
     print(f"{role}: ready", flush=True)
 if how == "crash":
