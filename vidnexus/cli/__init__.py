@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Optional
 
@@ -279,9 +281,15 @@ def sql_server(
     try:
         ep = SqlEndpoint(store, token, host, port, EndpointLimits(max_rows=max_rows, timeout_s=timeout))
         err_console.print(f"sql-server: http://{ep.address[0]}:{ep.address[1]}/sql (read-only)")
-        ep.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        # SIGTERM (docker stop, Kubernetes) and Ctrl-C end it cleanly: requests in progress finish.
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *a: stop.set())
+        ep.start()
+        while not stop.wait(0.5):
+            pass
+        ep.stop()
+        err_console.print("sql-server: stopped")
     finally:
         store.close()
 
