@@ -73,7 +73,7 @@ class DayConfig:
     min_epoch_s: float = 10.0
     change: float = 0.5
     pool: float = 2.0
-    """Executors available, as a multiple of ``peak_devices`` (+ 2)."""
+    """Executors available, as a multiple of ``peak_devices`` (× ``step_factor`` with a step; + 2)."""
     seed: int = 0
 
 
@@ -210,7 +210,10 @@ def simulate_day(cfg: DayConfig, profiles: Mapping[str, Profile], *, plan_fn: Pl
     rng = random.Random(cfg.seed + 1)
     sched = SchedulerConfig(epoch_s=cfg.epoch_s, min_epoch_s=cfg.min_epoch_s, change=cfg.change,
                             stale_s=3 * cfg.stats_every_s, retire_idle_s=math.inf)
-    executors = [f"x{i:04d}" for i in range(math.ceil(cfg.pool * cfg.peak_devices) + 2)]
+    # Enough executors for the peak (after a step too): what the day measures is the planner, not a
+    # cluster that runs out of machines.
+    peak = cfg.peak_devices * (cfg.step_factor if cfg.step_at_s is not None else 1.0)
+    executors = [f"x{i:04d}" for i in range(math.ceil(cfg.pool * peak) + 2)]
     state = SchedulerState(generation=1)
     seen = Observed()
     packing: Plan = Plan(())
