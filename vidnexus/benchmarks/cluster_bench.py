@@ -58,12 +58,13 @@ def _row(name: str, cfg: DayConfig, r: DayResult, plan_ms: list[float], wall_s: 
                                                               for e in epochs), 3),
         "devices_over_fresh_plan": round(statistics.fmean(e.devices / max(1, e.fresh_devices) for e in epochs), 3),
         "devices_max": max(e.devices for e in epochs),
+        "epochs_short_of_executors": sum(1 for e in epochs if e.wanted > e.devices),
         "moves_per_epoch": round(statistics.fmean(e.moved for e in epochs), 2),
         "moves_per_epoch_max": max(e.moved for e in epochs),
         "moved_fraction_per_epoch": round(statistics.fmean(e.moved / max(1, e.sessions) for e in epochs), 4),
         "plan_ms_mean": round(statistics.fmean(plan_ms), 2), "plan_ms_max": round(max(plan_ms), 2),
         "sim_wall_s": round(wall_s, 1),
-        "epoch_log": [{"t": e.t, "devices": e.devices, "lower_bound": round(e.lower_bound, 2),
+        "epoch_log": [{"t": e.t, "devices": e.devices, "wanted": e.wanted, "lower_bound": round(e.lower_bound, 2),
                        "fresh_devices": e.fresh_devices, "moved": e.moved, "sessions": e.sessions}
                       for e in epochs],
     }

@@ -72,7 +72,7 @@ class DayConfig:
     epoch_s: float = 30.0
     min_epoch_s: float = 10.0
     change: float = 0.5
-    pool: float = 2.0
+    pool: float = 4.0
     """Executors available, as a multiple of ``peak_devices`` (× ``step_factor`` with a step; + 2)."""
     seed: int = 0
 
@@ -105,6 +105,8 @@ class EpochRecord:
     sessions: int
     fresh_devices: int
     """Devices a plan from scratch on the true rates at ``t`` uses (squishy, not incremental)."""
+    wanted: int = 0
+    """Devices the scheduler's packing wanted (more than ``devices`` only when the pool ran out)."""
 
 
 @dataclass
@@ -230,7 +232,8 @@ def simulate_day(cfg: DayConfig, profiles: Mapping[str, Profile], *, plan_fn: Pl
             packing = state.packing or Plan(())
             truth = [SessionLoad(s.key, s.model, s.slo_s, r) for s in sessions if (r := s.rate(t, cfg)) > 0]
             res.epochs.append(EpochRecord(t, packing.devices, lower_bound(truth, profiles), packing.moved,
-                                          len(packing.infeasible), len(truth), plan(truth, profiles).devices))
+                                          len(packing.infeasible), len(truth), plan(truth, profiles).devices,
+                                          state.wanted_devices))
         live = [s for s in sessions if s.start_s <= t + cfg.segment_s and s.end_s > t]
         trace = _arrivals(live, t, cfg.segment_s, cfg, rng)
         window.append(Counter(a.session_id for a in trace))
