@@ -679,8 +679,9 @@ def _report(result: Any, slo_ms: float) -> list[str]:
         last = result.plans[-1]
         sp = last.splits.get(result.app)
         what = (f"split {sp.budgets_ms} ms (γ {sp.gamma})" if sp and sp.ok else (sp.reason if sp else "no split"))
-        lines.append(escape(f"scheduler: {len(result.plans)} epochs; app {result.app}: {what}; worker's stage SLOs "
-                            f"{result.stage_slos_ms} ms"))
+        n = len(result.plans)
+        lines.append(escape(f"scheduler: {n} epoch{'s' if n != 1 else ''}; app {result.app}: {what}; worker's stage "
+                            f"SLOs {result.stage_slos_ms} ms"))
     for line in lines:
         console.print(line)
     return [_plain_text(line) for line in lines]

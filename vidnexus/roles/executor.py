@@ -300,7 +300,8 @@ class ExecutorRole:
             # The scheduler has not seen this executor (it just started, or returns after being
             # presumed dead): it keeps serving what it serves until a plan includes it.
             if not self._unknown_to_plans:
-                logger.warning("plan %d/%d does not know executor %s yet: serving %s until one does",
+                # A normal start (the last scheduler's plan on the control topic predates us): info.
+                logger.info("plan %d/%d does not know executor %s yet: serving %s until one does",
                                plan.generation, plan.epoch, self.id, sorted(self.service.sessions))
             self._unknown_to_plans = True
             return

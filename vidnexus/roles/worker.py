@@ -214,7 +214,7 @@ class WorkerRole:
         plan = self._follower.newest()
         budgets = plan.split_to_adopt(self.app.name) if plan is not None else None
         if budgets is not None and budgets != self.backend.slos:
-            logger.warning("app %s: stage SLOs from the scheduler's split: %s ms", self.app.name, budgets)
+            logger.info("app %s: stage SLOs from the scheduler's split: %s ms", self.app.name, budgets)
             self.backend.slos = budgets
 
     def housekeeping(self) -> None:
