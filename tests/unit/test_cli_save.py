@@ -53,6 +53,9 @@ def test_demo_saves_what_it_measured(tmp_path, model_cache_dir):
     p = _vnx(args, tmp_path / "data", model_cache_dir)
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     assert f"saved the run to {out}" in p.stderr
+    # A healthy demo prints no warning, traceback or native noise (issue 27: `make demo` runs it).
+    noise = ("Traceback", "WARNING", "Warning:", "warning:", "leaked", "terminate called", "\x1b[")
+    assert not [ln for ln in (p.stdout + p.stderr).splitlines() if any(n in ln for n in noise)], p.stderr[-3000:]
     doc = json.loads(out.read_text())
     assert doc["kind"] == "demo"
     _check_run(doc, "vidnexus " + " ".join(args))

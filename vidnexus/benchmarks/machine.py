@@ -7,7 +7,30 @@ import platform
 import sys
 from typing import Any
 
-__all__ = ["machine_info"]
+__all__ = ["machine_info", "command_line"]
+
+
+def command_line(argv: list[str] | None = None, main_module: str | None = None) -> str:
+    """The command as typed: ``vidnexus …`` for the CLI (its script or ``python -m vidnexus``),
+    ``python -m MODULE …`` for another module run with ``-m``, else ``python SCRIPT …``.
+
+    >>> command_line(["/venv/bin/vidnexus", "bench", "hop"])
+    'vidnexus bench hop'
+    >>> command_line(["/x/tests/integration/tools/app_slo.py", "game"], "tests.integration.tools.app_slo")
+    'python -m tests.integration.tools.app_slo game'
+    """
+    argv = list(sys.argv if argv is None else argv)
+    if main_module is None:
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        main_module = spec.name if spec is not None else None
+    prog = os.path.basename(argv[0]) if argv else ""
+    if prog == "vidnexus" or main_module in ("vidnexus", "vidnexus.__main__"):
+        head = ["vidnexus"]
+    elif main_module:
+        head = ["python", "-m", main_module.removesuffix(".__main__")]
+    else:
+        head = ["python", argv[0] if argv else "?"]
+    return " ".join([*head, *argv[1:]])
 
 
 def machine_info() -> dict[str, Any]:
@@ -27,7 +50,7 @@ def machine_info() -> dict[str, Any]:
         pass
     info: dict[str, Any] = {
         "cpu": cpu, "cores": os.cpu_count(), "memory_gib": mem_gb, "python": sys.version.split()[0],
-        "platform": platform.platform(), "command": " ".join(["vidnexus", *sys.argv[1:]]),
+        "platform": platform.platform(), "command": command_line(),
     }
     try:
         import torch
