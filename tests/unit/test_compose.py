@@ -59,3 +59,30 @@ def test_addresses_match_the_exposed_ports():
 def test_every_service_with_a_server_has_a_healthcheck():
     for name in ("kafka", "clickhouse"):
         assert "healthcheck" in compose()["services"][name]
+
+
+def test_prometheus_scrapes_every_role_on_its_metrics_port():
+    doc = compose()
+    prom = yaml.safe_load((ROOT / "deploy" / "monitoring" / "prometheus.yml").read_text())
+    targets = [t for job in prom["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]]
+    roles = {n for n, s in doc["services"].items() if s.get("image", "").startswith("vidnexus") and not s.get("profiles")
+             and (s.get("command") or [None, None])[1] in ("ingest", "executor", "scheduler", "worker", "sink")}
+    assert {t.split(":")[0] for t in targets} == roles
+    for t in targets:
+        host, port = t.split(":")
+        env = {**doc["x-vidnexus-env"], **(doc["services"][host].get("environment") or {})}
+        assert env.get("VNX_METRICS_PORT") == port, (host, env.get("VNX_METRICS_PORT"))
+    for mount in doc["services"]["prometheus"]["volumes"] + doc["services"]["grafana"]["volumes"]:
+        assert (ROOT / mount.split(":")[0]).exists(), mount
+
+
+def test_the_dashboard_uses_documented_metrics():
+    import json
+    import re
+
+    dash = json.loads((ROOT / "deploy" / "monitoring" / "grafana" / "dashboards" / "vidnexus.json").read_text())
+    used = {m for p in dash["panels"] for t in p["targets"] for m in re.findall(r"vnx_\w+", t["expr"])}
+    documented = set(re.findall(r"`(vnx_\w+)`", (ROOT / "docs" / "metrics.md").read_text()))
+    base = {re.sub(r"_(bucket|sum|count)$", "", m) for m in used}
+    assert used and base <= documented, sorted(base - documented)
+    assert all(p["datasource"]["uid"] == "prometheus" for p in dash["panels"])
