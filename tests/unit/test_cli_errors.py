@@ -116,6 +116,8 @@ SEMANTIC = [
     ["streams", "add", "cam", "synthetic://hud", "--app", "nope"],
     ["streams", "add", "cam", "synthetic://hud", "--until", "0"],
     ["streams", "add", "cam", "synthetic://hud", "--tag", "bad"],
+    ["streams", "add", "cam", "synthetic://hud", "--tag", "line.gate=1,1,1,1"],  # a line of one point
+    ["run", "traffic", "--stream", "synthetic://traffic", "--tag", "line.gate=0,216,768"],
     ["streams", "add", "bad name!", "synthetic://hud"],
     ["streams", "add", "cam", "synthetic://hud", "--rate", "fast"],
     ["streams", "add", "cam", "synthetic://hud", "--rate", "0"],

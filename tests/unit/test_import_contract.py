@@ -62,7 +62,7 @@ PURE = [
     "control/baselines.py", "control/plans.py", "control/scheduler.py", "control/piccolo.py",
     "specialization/weg.py",
     "streams/sampling.py", "streams/spec.py", "streams/media_verdicts.py",
-    "operators/windows.py", "operators/tracking.py", "operators/frame_version.py",
+    "operators/windows.py", "operators/tracking.py", "operators/frame_version.py", "operators/zones.py",
     "sim/loadgen.py", "sim/simulator.py", "sim/cluster.py", "sim/day.py",
     "roles/summary.py",
     "sql_allowlist.py",

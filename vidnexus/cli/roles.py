@@ -750,6 +750,8 @@ def run(
     sql_port: Optional[int] = typer.Option(None, min=0, max=65535, help="Serve the read-only SQL endpoint on this "
                                            "port while running (0: any free port)."),
     threads: int = typer.Option(1, min=0, help="torch intra-op threads (0 = torch default)."),
+    tag: list[str] = typer.Option([], help="k=v tag of the --stream streams, repeatable (e.g. a traffic counting "
+                                  "line: line.gate=0,216,768,216)."),
     save: Optional[Path] = _save_option(", rows per table", "run"),
 ) -> None:
     """Run an app embedded: every role (ingest, worker, executor, scheduler, sink) in this process,
@@ -761,7 +763,10 @@ def run(
     from vidnexus.cli.saved_run import check_save_path
     from vidnexus.streams.spec import StreamSpec, parse_rate
 
+    from vidnexus.cli.streams import parse_tags
+
     realtime, speed = parse_rate(rate)
+    tags = parse_tags(tag)
     if save is not None:
         check_save_path(save)
     clock = MonotonicClock()
@@ -775,7 +780,7 @@ def run(
         for k, text in enumerate(stream):
             named = re.fullmatch(r"([A-Za-z0-9_.-]{1,200})=(.+)", text)
             name, url = (named.group(1), named.group(2)) if named else (f"{the_app.name}-{k + 1}", text)
-            specs.append(StreamSpec(name, url, fps=fps, realtime=realtime, speed=speed, until_s=until))
+            specs.append(StreamSpec(name, url, fps=fps, realtime=realtime, speed=speed, until_s=until, tags=dict(tags)))
     result, emb = _embedded(the_app, specs, fresh=False, realtime_note="", timeout=timeout, sql_port=sql_port,
                             threads=threads)
     try:
@@ -785,7 +790,7 @@ def run(
             console.print(f"table {t}: {n} rows (vidnexus sql \"SELECT * FROM {t} FINAL LIMIT 10\")", markup=False)
         if save is not None:
             options = {"app": app_ref, "stream": list(stream), "fps": fps, "rate": rate, "until": until,
-                       "slo_ms": slo_ms, "timeout": timeout, "threads": threads}
+                       "slo_ms": slo_ms, "timeout": timeout, "threads": threads, "tag": list(tag)}
             _save(save, result, clock=clock, started=started, options=options, report=report, tables=tables)
     finally:
         emb.close()

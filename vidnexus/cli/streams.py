@@ -27,6 +27,24 @@ def registry() -> Iterator[Any]:
         store.close()
 
 
+def parse_tags(items: list[str]) -> dict[str, str]:
+    """``--tag k=v`` options as a dict; a ``line.NAME`` tag (a counting line, docs/apps.md) must
+    be x1,y1,x2,y2."""
+    from vidnexus.operators.zones import parse_lines
+
+    tags = {}
+    for t in items:
+        k, sep, v = t.partition("=")
+        if not sep or not k:
+            raise VidnexusError(f"--tag {t!r}: expected k=v")
+        tags[k] = v
+    try:
+        parse_lines(tags)
+    except ValueError as e:
+        raise VidnexusError(f"--tag: {e}") from None
+    return tags
+
+
 @streams_app.command("add")
 def streams_add(
     name: str = typer.Argument(..., help="Stream name (letters, digits, '-', '_', '.')."),
@@ -58,12 +76,7 @@ def streams_add(
     from vidnexus.streams.spec import parse_rate
 
     realtime, speed = parse_rate(rate)
-    tags = {}
-    for t in tag:
-        k, sep, v = t.partition("=")
-        if not sep or not k:
-            raise VidnexusError(f"--tag {t!r}: expected k=v")
-        tags[k] = v
+    tags = parse_tags(tag)
     from vidnexus.apps import load_app
 
     apps = tuple(dict.fromkeys(load_app(a).name for a in app_))

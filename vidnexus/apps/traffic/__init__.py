@@ -41,6 +41,7 @@ from vidnexus.config import load_settings
 from vidnexus.operators.chain import App, Inferred, Stream
 from vidnexus.operators.cv import MotionCounter
 from vidnexus.operators.tracking import Track, moving_tracks
+from vidnexus.operators.zones import LineCounter, parse_lines
 from vidnexus.contracts.frames import Frame
 from vidnexus.streams.images import image_of
 
@@ -62,10 +63,23 @@ objects = app.table(
         "truth_colour": "String",
         "truth_entered": "Int32",
         "latency_ms": "Float32",
+        "crossings": "Array(String)",
     },
 )
 
 _counters: dict[str, MotionCounter] = {}
+_lines: dict[str, tuple[tuple[tuple[str, str], ...], LineCounter]] = {}
+
+
+def _line_counter(f: Frame) -> LineCounter | None:
+    """The stream's counting lines (``line.NAME`` tags), kept while its tags stay the same."""
+    declared = tuple(sorted((k, v) for k, v in f.tags.items() if k.startswith("line.")))
+    if not declared:
+        return None
+    have = _lines.get(f.stream_id)
+    if have is None or have[0] != declared:
+        have = _lines[f.stream_id] = (declared, LineCounter(parse_lines(dict(declared))))
+    return have[1]
 
 
 @dataclass(frozen=True)
@@ -75,6 +89,7 @@ class Sighting:
     box: tuple[float, float, float, float]  # on the full-resolution frame
     counts: bool
     crop: np.ndarray  # uint8 BGR, as cut from the frame: the executor makes the model's input
+    crossings: tuple[str, ...] = ()  # "LINE:in" / "LINE:out" completed at this sighting
 
 
 def track(f: Frame) -> list[Sighting]:
@@ -83,6 +98,7 @@ def track(f: Frame) -> list[Sighting]:
     seen = counter.apply(img)
     _, scale = counter.resize(img)
     counting = {t.track_id for t in moving_tracks(seen, counter.min_hits, counter.min_displacement)}
+    lines = _line_counter(f)
     out = []
     h, w = img.shape[:2]
     for t in seen:
@@ -91,7 +107,14 @@ def track(f: Frame) -> list[Sighting]:
         x2, y2 = min(w, int(b.x2 / scale)), min(h, int(b.y2 / scale))
         if x2 - x1 < 4 or y2 - y1 < 4:
             continue
-        out.append(Sighting(f, t, (x1, y1, x2, y2), t.track_id in counting, np.ascontiguousarray(img[y1:y2, x1:x2])))
+        crossed: tuple[str, ...] = ()
+        if lines is not None:  # the box's centre, in the frame's pixels, against each line
+            crossed = tuple(f"{c.line}:{c.direction}" for c in lines.update(
+                t.track_id, ((x1 + x2) / 2, (y1 + y2) / 2), counts=t.track_id in counting))
+        out.append(Sighting(f, t, (x1, y1, x2, y2), t.track_id in counting, np.ascontiguousarray(img[y1:y2, x1:x2]),
+                            crossed))
+    if lines is not None and len(lines._side) > 4 * max(1, len(seen)) * max(1, len(lines.lines)):
+        lines.forget({t.track_id for t in seen})
     return out
 
 
@@ -118,7 +141,8 @@ def to_row(r: Inferred) -> dict[str, Any]:
     x1, y1, x2, y2 = s.box
     return {"pts": s.frame.pts, "track_id": s.track.track_id, "x1": x1, "y1": y1, "x2": x2, "y2": y2,
             "counts": int(s.counts), "colour": r.output, "truth_car": truth_car, "truth_colour": truth_colour,
-            "truth_entered": int(s.frame.tags.get("entered", -1)), "latency_ms": (wall_time() - s.frame.ingest_ts) * 1000}
+            "truth_entered": int(s.frame.tags.get("entered", -1)), "latency_ms": (wall_time() - s.frame.ingest_ts) * 1000,
+            "crossings": list(s.crossings)}
 
 
 @app.chain
