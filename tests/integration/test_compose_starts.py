@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -20,17 +19,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.role_process import stop_process
+from tests.role_process import free_port, stop_process
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _order(services: dict) -> list[str]:
@@ -74,7 +67,7 @@ def test_compose_services_start_in_order_and_answer_their_health_checks(kafka_bo
             env = dict(os.environ)
             env.update({k: str(v) for k, v in (svc.get("environment") or {}).items() if v is not None})
             path, inner_port = _probe_url(svc)
-            port = _free_port()
+            port = free_port()
             # compose's addresses are the containers' own: here, the suite's services on loopback.
             env.update(VNX_KAFKA_BOOTSTRAP=kafka_bootstrap, VNX_CLICKHOUSE_URL=clickhouse_url,
                        VNX_TOPIC_PREFIX=prefix, VNX_DATA_DIR=os.environ.get("VNX_DATA_DIR", str(tmp_path / "data")),
@@ -89,7 +82,7 @@ def test_compose_services_start_in_order_and_answer_their_health_checks(kafka_bo
             else:
                 pytest.fail(f"{name}: its healthcheck's port {inner_port} is neither VNX_HEALTH_PORT nor --port")
             if "VNX_METRICS_PORT" in env:
-                env["VNX_METRICS_PORT"] = str(_free_port())
+                env["VNX_METRICS_PORT"] = str(free_port())
             log = tmp_path / f"{name}.log"
             with log.open("w") as out:
                 p = subprocess.Popen([sys.executable, "-m", "vidnexus", *argv[1:]], env=env, stdout=out,

@@ -2,7 +2,6 @@
 ingest reconnects with backoff and continues, and the outage shows in the stream's metrics."""
 
 import os
-import socket
 import subprocess
 import threading
 import time
@@ -13,15 +12,11 @@ import pytest
 from vidnexus.contracts.frames import decode_frame
 from vidnexus.streams.ingest import Backoff, StreamSpec, StreamWorker
 
+from tests.role_process import free_port
+
 HERE = os.path.dirname(__file__)
 VIDEO = os.path.abspath(os.path.join(HERE, "..", "..", "..", "shared", "data", "real", "car-detection.mp4"))
 SYSTEM_PYTHON = "/usr/bin/python3"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_server(port: int) -> subprocess.Popen:

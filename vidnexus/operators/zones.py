@@ -100,6 +100,13 @@ class LineCounter:
                     self._pending.setdefault(track_id, []).append(Crossing(line.name, track_id, direction))
         return self._pending.pop(track_id, []) if counts else []
 
+    def bound(self, live: set[int], factor: int = 4) -> None:
+        """Keep memory bounded on a long stream: once it holds more than ``factor`` × the live
+        tracks' state, forget the tracks no longer live (a track missed for a frame or two keeps
+        its side until then, so it is not counted twice)."""
+        if len(self._side) > factor * max(1, len(live)) * max(1, len(self.lines)):
+            self.forget(live)
+
     def forget(self, live: set[int]) -> None:
         """Drop the state of tracks no longer live (bounded memory on a long stream)."""
         self._side = {k: v for k, v in self._side.items() if k[1] in live}

@@ -113,8 +113,8 @@ def track(f: Frame) -> list[Sighting]:
                 t.track_id, ((x1 + x2) / 2, (y1 + y2) / 2), counts=t.track_id in counting))
         out.append(Sighting(f, t, (x1, y1, x2, y2), t.track_id in counting, np.ascontiguousarray(img[y1:y2, x1:x2]),
                             crossed))
-    if lines is not None and len(lines._side) > 4 * max(1, len(seen)) * max(1, len(lines.lines)):
-        lines.forget({t.track_id for t in seen})
+    if lines is not None:
+        lines.bound({t.track_id for t in seen})
     return out
 
 
