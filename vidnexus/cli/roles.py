@@ -232,6 +232,8 @@ def executor(
                                    "when its workers run with --slo-ms; repeatable, with or without -s."),
     device: str = typer.Option("cpu", help="cpu or cuda:N"),
     policy: str = typer.Option("early_drop", help="Batching policy: early_drop, lazy_drop or fifo."),
+    order: str = typer.Option("laxity", help="Which session's batch runs next: laxity (the one whose head "
+                              "request must start soonest) or round-robin (Nexus's duty cycle)."),
     weights: list[str] = typer.Option([], help="MODEL=PATH of a local state_dict with real weights."),
     threads: int = typer.Option(0, min=0, help="torch intra-op threads (0 = torch default)."),
     executor_id: Optional[str] = typer.Option(None, "--id", help="Executor id in stats and plans (default host-pid)."),
@@ -245,11 +247,14 @@ def executor(
     from vidnexus.connectors.factory import open_bus
     from vidnexus.contracts.sessions import SessionKey
     from vidnexus.gpu_executor.metrics import ExecutorMetrics
+    from vidnexus.gpu_executor.backend import ORDERS
     from vidnexus.gpu_executor.policies import POLICIES
     from vidnexus.roles.executor import ExecutorRole, repository_loader
 
     if policy not in POLICIES:
         raise VidnexusError(f"--policy {policy!r}: choose one of {', '.join(sorted(POLICIES))}")
+    if order.replace("-", "_") not in ORDERS:
+        raise VidnexusError(f"--order {order!r}: choose laxity or round-robin")
     wmap = {}
     for w in weights:
         m, sep, path = w.partition("=")
@@ -278,7 +283,7 @@ def executor(
                         load=repository_loader(cfg, device, wmap,
                                                           lambda line: err_console.print(f"executor: {line}", markup=False)),
                         executor_id=executor_id, stats_every_s=stats_every,
-                        metrics=ExecutorMetrics(registry))
+                        metrics=ExecutorMetrics(registry), order=order.replace("-", "_"))  # type: ignore[arg-type]
     role.on_summary = _print_summary
     stop = threading.Event()
     _stop_on_signals(stop)

@@ -27,7 +27,7 @@ from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
 
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.contracts.replies import DropReason, Reply
-from vidnexus.gpu_executor.backend import Dispatch, DutyCycle, SessionSpec
+from vidnexus.gpu_executor.backend import Dispatch, DutyCycle, Order, SessionSpec
 from vidnexus.gpu_executor.metrics import ExecutorMetrics
 from vidnexus.contracts.profile import Profile
 
@@ -86,6 +86,8 @@ class Executor:
             thread that calls :meth:`submit`, e.g. the service's consumer: no hand-off per request)
             or ``auto`` (per model, by its measured conversion time: :func:`prepare_where`). Either
             way it overlaps the device thread.
+        order: which session's batch runs next (:class:`~vidnexus.gpu_executor.backend.DutyCycle`):
+            ``laxity`` (default) or ``round_robin``.
     """
 
     def __init__(
@@ -102,6 +104,7 @@ class Executor:
         prefix_groups: Mapping[str, str] | None = None,
         group_runners: Mapping[str, GroupRunner] | None = None,
         preprocess_on: Literal["pool", "caller", "auto"] = "auto",
+        order: Order = "laxity",
     ) -> None:
         groups = dict(prefix_groups or {})
         group_runners = dict(group_runners or {})
@@ -111,7 +114,7 @@ class Executor:
         missing = {s.model for s in sessions} - set(runners) - set(groups)
         if missing:
             raise ValueError(f"no runner for model(s) {sorted(missing)}")
-        self.core = DutyCycle(sessions, profiles, targets, prefix_groups=groups)
+        self.core = DutyCycle(sessions, profiles, targets, prefix_groups=groups, order=order)
         self.runners = dict(runners)
         self.group_runners = group_runners
         self.preprocess = dict(preprocess or {})

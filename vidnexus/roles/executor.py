@@ -31,7 +31,7 @@ from vidnexus.contracts.sessions import SessionKey
 from vidnexus.contracts.stats import ExecutorStats, SessionStats, encode_stats
 from vidnexus.contracts.topics import Topics
 from vidnexus.errors import ConfigError
-from vidnexus.gpu_executor.backend import SessionSpec
+from vidnexus.gpu_executor.backend import Order, SessionSpec
 from vidnexus.gpu_executor.batching import PolicyName
 from vidnexus.gpu_executor.executor import Executor
 from vidnexus.gpu_executor.metrics import ExecutorMetrics
@@ -134,13 +134,16 @@ class ExecutorRole:
         follow_plans: apply the scheduler's plans (off: serve ``sessions`` as started).
         inputs: model → its per-request input conversion, run on the executor's CPU pool (default:
             the repository's, :func:`repository_inputs`).
+        order: which session's batch runs next on the device (``laxity`` or ``round_robin``,
+            :class:`~vidnexus.gpu_executor.backend.DutyCycle`).
     """
 
     def __init__(self, settings: Settings, sessions: Sequence[SessionKey], *, bus: Bus, clock: Clock | None = None,
                  device: str = "cpu", policy: PolicyName = "early_drop", load: LoadModels | None = None,
                  executor_id: str | None = None, stats_every_s: float = 5.0, follow_plans: bool = True,
                  retire_after_epochs: int = 3, metrics: ExecutorMetrics | None = None, workers: int = 2,
-                 inputs: Callable[[str], Callable[[Any], Any] | None] | None = None) -> None:
+                 inputs: Callable[[str], Callable[[Any], Any] | None] | None = None,
+                 order: Order = "laxity") -> None:
         if not sessions:
             raise ConfigError("give at least one --session MODEL:SLO_MS")
         self.settings, self.bus = settings, bus
@@ -155,6 +158,7 @@ class ExecutorRole:
         self.retire_after_epochs = retire_after_epochs
         self.metrics = metrics or ExecutorMetrics()
         self.workers = workers
+        self.order: Order = order
         self.specs = {str(k): SessionSpec(str(k), k.model, k.slo_s, policy=policy) for k in sessions}
         self.static = set(self.specs)  # sessions the executor was started with are never retired
         self.executor: Executor | None = None
@@ -188,7 +192,7 @@ class ExecutorRole:
         runners = {m: r for m, r in runners.items() if m not in self.groups}
         self.executor = Executor(list(self.specs.values()), runners, profiles, preprocess=preprocess,
                                  clock=self.clock, metrics=self.metrics, prefix_groups=self.groups,
-                                 group_runners=group_runners, workers=self.workers).start()
+                                 group_runners=group_runners, workers=self.workers, order=self.order).start()
         self.service = ExecutorService(self.executor, self.bus, self.settings, clock=self.clock,
                                        dead_letters=self.dead_letters)
         self.bus.create_topic(self.topics.stats, 1)

@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from vidnexus.gpu_executor.backend import DutyCycle, SessionSpec
+from vidnexus.gpu_executor.backend import DutyCycle, Order, SessionSpec
 from vidnexus.contracts.profile import Profile
 from vidnexus.sim.loadgen import Arrival
 
@@ -64,14 +64,16 @@ def simulate(
     noise_cv: float = 0.0,
     seed: int = 0,
     actual: Mapping[str, Callable[[int], float]] | None = None,
+    order: Order = "laxity",
 ) -> SimResult:
     """Run ``trace`` through one simulated device.
 
     Args:
         noise_cv: coefficient of variation of the simulated batch latency (0 = exact profile).
         actual: model → true latency function, when it differs from the profile the policies see.
+        order: which session runs next (:class:`~vidnexus.gpu_executor.backend.DutyCycle`).
     """
-    core = DutyCycle(sessions, profiles, targets)
+    core = DutyCycle(sessions, profiles, targets, order=order)
     slo = {s.session_id: s.slo_s for s in sessions}
     rng = random.Random(seed)
     res = SimResult(per_session={s.session_id: Counter() for s in sessions})

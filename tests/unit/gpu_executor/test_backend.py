@@ -79,3 +79,48 @@ def test_invalid_session_spec():
         SessionSpec("s", "a", 0.0)
     with pytest.raises(ValueError, match="no profile"):
         DutyCycle([SessionSpec("s", "zzz", 1.0)], {"a": P})
+
+
+def _run_out(c, now=0.0):
+    """Schedule until nothing is left, advancing ``now`` by each batch's latency."""
+    ran, dropped = [], []
+    while True:
+        step = c.schedule(now)
+        dropped += [(d.session_id, d.request_id, d.reason) for d in step.dropped]
+        if step.dispatch is None:
+            return ran, dropped
+        ran.append((step.dispatch.session_id, step.dispatch.request_ids))
+        now += step.dispatch.expected_s
+
+
+@pytest.mark.parametrize("order", ["laxity", "round_robin"])
+def test_a_tight_request_behind_a_loose_batch(order):
+    # The loose session's batch of 4 takes ℓ(4) = 50 ms; the tight request needs ℓ(1) = 20 ms and
+    # must finish by 60 ms. Round-robin runs the loose batch first (it is next in turn) and the
+    # tight request misses; least laxity first runs the tight one first and both make it.
+    c = DutyCycle([SessionSpec("loose", "a", 1.0), SessionSpec("tight", "b", 0.06)], {"a": P, "b": P},
+                  {"loose": 4, "tight": 1}, order=order)
+    for i in range(4):
+        c.enqueue("loose", i, 1.0, 0.0)
+    c.enqueue("tight", 9, 0.06, 0.0)
+    ran, dropped = _run_out(c)
+    if order == "laxity":
+        assert ran == [("tight", (9,)), ("loose", (0, 1, 2, 3))] and dropped == []
+    else:
+        assert ran == [("loose", (0, 1, 2, 3))] and dropped == [("tight", 9, "deadline")]
+
+
+def test_laxity_counts_the_batch_a_session_would_take():
+    # Same head deadline, but "big" would run a batch of 8 (ℓ = 90 ms) and "small" a batch of 1:
+    # "big" must start first.
+    c = DutyCycle([SessionSpec("small", "a", 1.0), SessionSpec("big", "b", 1.0)], {"a": P, "b": P},
+                  {"small": 1, "big": 8})
+    c.enqueue("small", 1, 0.5, 0.0)
+    for i in range(8):
+        c.enqueue("big", 10 + i, 0.5, 0.0)
+    assert c.schedule(0.0).dispatch.session_id == "big"
+
+
+def test_unknown_order_is_refused():
+    with pytest.raises(ValueError, match="order must be one of laxity, round_robin"):
+        DutyCycle([SessionSpec("s", "a", 1.0)], {"a": P}, order="edf")

@@ -14,10 +14,10 @@ from vidnexus.contracts.profile import Profile
 P = Profile.linear(0.010, 0.010, max_batch=16)  # ℓ(b) = 10b + 10 ms
 
 
-def grouped_core(targets):
+def grouped_core(targets, order="laxity"):
     sessions = [SessionSpec(f"s{i}", f"m{i}", 1.0) for i in range(3)]
     return DutyCycle(sessions, {f"m{i}": P for i in range(3)}, targets,
-                     prefix_groups={"m0": "g", "m1": "g", "m2": "g"})
+                     prefix_groups={"m0": "g", "m1": "g", "m2": "g"}, order=order)
 
 
 def test_group_sessions_merge_into_one_dispatch():
@@ -110,8 +110,9 @@ def test_executor_serves_a_prefix_group_end_to_end():
 
 
 def test_members_join_without_being_dropped():
-    # s1's head cannot finish inside the merged batch: it is left queued (not dropped) for s1's turn.
-    c = grouped_core({"s0": 8, "s1": 8, "s2": 8})
+    # Round-robin: s0 leads; s1's head cannot finish inside the merged batch: it is left queued (not
+    # dropped) for s1's turn.
+    c = grouped_core({"s0": 8, "s1": 8, "s2": 8}, order="round_robin")
     c.enqueue("s0", 1, 1.0, 0.0)
     c.enqueue("s1", 2, 0.025, 0.0)  # ℓ(2) = 30 ms > 25 ms
     c.enqueue("s2", 3, 1.0, 0.0)
@@ -121,6 +122,19 @@ def test_members_join_without_being_dropped():
     assert c.queued("s1") == 1
     nxt = c.schedule(0.0).dispatch
     assert nxt.request_ids == (2,)
+
+
+def test_the_tightest_member_leads_and_the_others_wait_for_room():
+    # Least laxity first: s1's tight head leads; a member joining would make it late (ℓ(2) = 30 ms
+    # > 25 ms), so s0 and s2 run next, merged, with nothing dropped.
+    c = grouped_core({"s0": 8, "s1": 8, "s2": 8})
+    c.enqueue("s0", 1, 1.0, 0.0)
+    c.enqueue("s1", 2, 0.025, 0.0)
+    c.enqueue("s2", 3, 1.0, 0.0)
+    first = c.schedule(0.0)
+    assert first.dropped == () and [p.request_ids for p in first.dispatch.parts] == [(2,)]
+    second = c.schedule(first.dispatch.expected_s)
+    assert second.dropped == () and sorted(p.request_ids for p in second.dispatch.parts) == [(1,), (3,)]
 
 
 def trunk_a():
