@@ -101,6 +101,12 @@ class Settings(BaseSettings):
     sql_token: str | None = Field(default=None, repr=False)
     """Bearer token of the read-only SQL endpoint (`vidnexus sql-server`), at least 16 characters."""
 
+    console_token: str | None = Field(default=None, repr=False)
+    """Read-only bearer token of the console's API (`vidnexus console`), at least 16 characters."""
+
+    console_admin_token: str | None = Field(default=None, repr=False)
+    """Admin bearer token of the console's API (changes: add, pause, resume, remove streams)."""
+
     game_specialize: bool = True
     """The game app specializes its item-icon step per streamer (WEG); ``0`` always runs the oracle.
     Read when the app is imported."""

@@ -12,12 +12,14 @@ import sys
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.integration.test_operators_kafka import start, stop, wait_count
 from vidnexus.connectors.chdb_store import ChdbStore
 from vidnexus.connectors.clickhouse_store import ClickHouseStore
+from vidnexus.roles.console import Tokens
 
 ROOT = Path(__file__).resolve().parents[2]
 APP_REF = "tests.integration.apps.hud_patient:app"
@@ -132,12 +134,18 @@ def test_embedded_mode_plans_and_applies_the_latency_split(tmp_path, trained_rea
     # 30 s of a live-paced camera at 8 frames/s: long enough for a few epochs.
     stream = StreamSpec("cam", "synthetic://hud?seed=7&fps=8&seconds=30", fps=8, realtime=True)
     adopted = threading.Event()
-    run = Embedded(settings, app, streams=[stream])
+    tokens = Tokens("read-token-0123456789", "admin-token-0123456789")
+    run = Embedded(settings, app, streams=[stream], console=("127.0.0.1", 0, tokens))
+    seen: dict[str, Any] = {}  # what the console's API answered while the run went on
     try:
         def watch(done: int, published: int, ingesting: bool) -> None:
             plan = run.plans[-1] if run.plans else None
             if plan is not None and plan.split_to_adopt("two_stage") == run.worker.backend.slos:
                 adopted.set()
+            if plan is not None and "two_stage" in plan.splits and plan.splits["two_stage"].ok and "plan" not in seen:
+                seen["plan"], seen["epoch"] = api_get(run.console.url, "/plan", tokens.read), plan.epoch
+                seen["app"] = api_get(run.console.url, "/apps/two_stage", tokens.read)
+                seen["streams"] = api_get(run.console.url, "/streams", tokens.read)
 
         result = run.run(progress=watch, timeout_s=240)
     finally:
@@ -153,6 +161,20 @@ def test_embedded_mode_plans_and_applies_the_latency_split(tmp_path, trained_rea
     served = {s["session"]: s["arrivals"] for s in result.executor_stats}
     assert all(served.get(s, 0) > 0 for s in split_sessions), served  # requests went to the split's sessions
     assert result.accounted == result.published > 100  # every frame a row or an accounted drop
+    # The console served this run's plans, app and stream while it ran (`vidnexus run --console-port`).
+    assert seen, "no plan with a split came while the run went on"
+    assert seen["plan"]["epoch"] >= seen["epoch"] and "two_stage" in seen["plan"]["splits"]
+    assert seen["app"]["models"] == ["mobilenet_v3_small", "hud_digits"] and seen["app"]["split"]["ok"]
+    assert [s["name"] for s in seen["streams"]] == ["cam"] and seen["streams"][0]["apps"] == ["two_stage"]
+
+
+def api_get(url: str, path: str, token: str) -> Any:
+    import json
+    import urllib.request
+
+    req = urllib.request.Request(f"{url}/api/v1{path}", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
 
 
 @pytest.mark.timeout(300)

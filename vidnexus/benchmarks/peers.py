@@ -215,7 +215,8 @@ Replay = Callable[[Sequence[Arrival]], list[tuple[Arrival, Any]]]
 
 def _measure(replay: Replay, mix: Sequence[tuple[float, float]], lo: float, hi: float, *, base_s: float,
              min_requests: int, tol: float, seed: int, kind: str = "poisson") -> dict[str, Any]:
-    """Goodput by bisection over the total rate, then one probe at 80% of it for p50/p99."""
+    """Goodput by bisection over the total rate (above ``hi`` too when ``hi`` passes: up to 3 steps of
+    1.5×), then one probe at 80% of it for p50/p99."""
     slos = {str(k): slo for k, (_, slo) in enumerate(mix)}
     probes = [0]
 
@@ -224,6 +225,11 @@ def _measure(replay: Replay, mix: Sequence[tuple[float, float]], lo: float, hi: 
         return good_fraction(replay(_trace(rate, probe_seconds(rate, base_s, min_requests), mix, seed, kind)), slos)
 
     g = probe_goodput(frac, lo, hi, tol=tol)
+    for _ in range(3):  # the top of the range passed: the system can do more, search above it
+        if g < hi:
+            break
+        lo, hi = hi, hi * 1.5
+        g = max(g, probe_goodput(frac, lo, hi, tol=tol))
     row: dict[str, Any] = {"goodput": round(g, 1), "probes": probes[0]}
     if g > 0:
         res = replay(_trace(0.8 * g, probe_seconds(0.8 * g, base_s, min_requests), mix, seed + 1, kind))

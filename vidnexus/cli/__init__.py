@@ -15,7 +15,8 @@ import typer
 from rich.table import Table
 
 from vidnexus.cli import roles
-from vidnexus.cli.common import RepeatFilter, console, err_console, finite, print_result, settings, write_private
+from vidnexus.cli.common import (RepeatFilter, console, console_tokens, err_console, finite, print_result, settings,
+                                 write_private)
 from vidnexus.cli.streams import streams_app
 from vidnexus.config import Settings
 from vidnexus.errors import VidnexusError
@@ -294,6 +295,61 @@ def sql_server(
         store.close()
 
 
+@app.command("console")
+def console_(
+    host: str = typer.Option("127.0.0.1", help="Address to bind."),
+    port: int = typer.Option(8125, min=0, max=65535, help="Port (0: any free port, printed at start)."),
+) -> None:
+    """Serve the console's HTTP API over the store: streams (add, list, show, pause, resume, remove),
+    apps, models, the scheduler's current plan (with VNX_BUS=kafka), recent drops by reason and
+    read-only SQL, under /api/v1 (OpenAPI document at /api/v1/openapi.json; docs/api.md).
+
+    Reads take the read token or the admin token, changes only the admin token (Authorization:
+    Bearer TOKEN); the tokens come from VNX_CONSOLE_TOKEN and VNX_CONSOLE_ADMIN_TOKEN, else from
+    <data dir>/console-token and console-admin-token (generated there, mode 600, when absent).
+    With the embedded store, serve it from the process that holds it: `vidnexus run --console-port`."""
+    from vidnexus.connectors.factory import open_bus, open_store
+    from vidnexus.roles.console import ConsoleServer
+    from vidnexus.roles.executor import repository
+
+    cfg = settings()
+    tokens = console_tokens(cfg, "console")
+    store = open_store(cfg)
+    follower, bus = None, None
+    try:
+        if cfg.bus == "kafka":
+            from vidnexus.contracts.topics import Topics
+            from vidnexus.roles.follow import PlanFollower
+
+            bus = open_bus(cfg)
+            follower = PlanFollower(bus, Topics(cfg.topic_prefix))
+        plan_lock = threading.Lock()
+
+        def plan() -> Any:
+            if follower is None:
+                return None
+            with plan_lock:
+                follower.newest(timeout_s=0.2)
+                return follower.current
+
+        srv = ConsoleServer(store, tokens, host, port, plan=plan if follower is not None else None,
+                            repository=lambda: repository(cfg)).start()
+        err_console.print(f"console: {srv.url}/api/v1 (OpenAPI: {srv.url}/api/v1/openapi.json)")
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *a: stop.set())
+        while not stop.wait(0.5):
+            pass
+        srv.stop()
+        err_console.print("console: stopped")
+    finally:
+        if follower is not None:
+            follower.close()
+        if bus is not None:
+            bus.close()
+        store.close()
+
+
 @app.command()
 def config() -> None:
     """Show the effective settings and the environment variable for each."""
@@ -301,7 +357,7 @@ def config() -> None:
     t = Table("setting", "env", "value", "meaning")
     for name, f in Settings.model_fields.items():
         value = getattr(s, name)
-        shown = "(set, hidden)" if name == "sql_token" and value else str(value)
+        shown = "(set, hidden)" if name.endswith("token") and value else str(value)
         t.add_row(name, f"VNX_{name.upper()}", shown, (f.description or "").strip())
     console.print(t)
 

@@ -112,3 +112,24 @@ def write_private(path: Any, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(text)
+
+
+def console_tokens(cfg: Settings, who: str) -> Any:
+    """The console's read and admin tokens: from the settings, else from <data dir>/console-token
+    and console-admin-token, else generated into those files (mode 600), said on stderr."""
+    import secrets
+
+    from vidnexus.roles.console import Tokens
+
+    out = []
+    for value, env, file in ((cfg.console_token, "VNX_CONSOLE_TOKEN", "console-token"),
+                             (cfg.console_admin_token, "VNX_CONSOLE_ADMIN_TOKEN", "console-admin-token")):
+        path = cfg.data_dir / file
+        if value is None and path.exists():
+            value = path.read_text().strip()
+        if value is None:
+            value = secrets.token_urlsafe(24)
+            err_console.print(f"{who}: no {env}; generated a token into {path}")
+            write_private(path, value + "\n")
+        out.append(value)
+    return Tokens(out[0], out[1])

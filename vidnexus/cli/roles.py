@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from vidnexus.cli.common import (console, err_console, finite, print_result, require_kafka, settings,
+from vidnexus.cli.common import (console, console_tokens, err_console, finite, print_result, require_kafka, settings,
                                  write_private)
 from vidnexus.config import SINK_MAX_ROWS
 from vidnexus.errors import VidnexusError
@@ -622,7 +622,7 @@ def up(
 
 # -- embedded: run and demo --------------------------------------------------------------------
 def _embedded(app: Any, streams: Any, *, fresh: bool, realtime_note: str, timeout: float | None,
-              sql_port: int | None, threads: int) -> Any:
+              sql_port: int | None, threads: int, console_port: int | None = None) -> Any:
     """Run ``app`` embedded with a progress bar; returns (result, the Embedded run)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -639,7 +639,13 @@ def _embedded(app: Any, streams: Any, *, fresh: bool, realtime_note: str, timeou
 
         token = cfg.sql_token or secrets.token_urlsafe(24)
         sql = ("127.0.0.1", sql_port, token)
-    run = Embedded(cfg, app, streams=streams, fresh=fresh, sql=sql)
+    api = None
+    if console_port is not None:
+        api = ("127.0.0.1", console_port, console_tokens(cfg, "run"))
+    run = Embedded(cfg, app, streams=streams, fresh=fresh, sql=sql, console=api)
+    if run.console is not None:
+        err_console.print(f"run: console API at {run.console.url}/api/v1 (tokens: VNX_CONSOLE_TOKEN and "
+                          f"VNX_CONSOLE_ADMIN_TOKEN, or {cfg.data_dir}/console-token and console-admin-token)")
     if sql is not None and run.endpoint is not None:
         path = cfg.data_dir / "sql-token"
         where = "VNX_SQL_TOKEN" if cfg.sql_token else str(path)
@@ -754,6 +760,9 @@ def run(
     timeout: Optional[float] = typer.Option(None, callback=finite, min=1.0, help="Stop after this many seconds."),
     sql_port: Optional[int] = typer.Option(None, min=0, max=65535, help="Serve the read-only SQL endpoint on this "
                                            "port while running (0: any free port)."),
+    console_port: Optional[int] = typer.Option(None, min=0, max=65535, help="Serve the console's HTTP API "
+                                               "(/api/v1: streams, apps, models, plan, drops, SQL; docs/api.md) on "
+                                               "this port while running (0: any free port)."),
     threads: int = typer.Option(1, min=0, help="torch intra-op threads (0 = torch default)."),
     tag: list[str] = typer.Option([], help="k=v tag of the --stream streams, repeatable (e.g. a traffic counting "
                                   "line: line.gate=0,216,768,216)."),
@@ -787,7 +796,7 @@ def run(
             name, url = (named.group(1), named.group(2)) if named else (f"{the_app.name}-{k + 1}", text)
             specs.append(StreamSpec(name, url, fps=fps, realtime=realtime, speed=speed, until_s=until, tags=dict(tags)))
     result, emb = _embedded(the_app, specs, fresh=False, realtime_note="", timeout=timeout, sql_port=sql_port,
-                            threads=threads)
+                            threads=threads, console_port=console_port)
     try:
         report = _report(result, the_app.slo_ms)
         tables = _table_rows(emb, the_app.tables)

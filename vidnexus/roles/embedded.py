@@ -124,6 +124,8 @@ class Embedded:
             registered streams that feed the app.
         load: how the executor loads models (default: :func:`app_loader`).
         sql: (host, port, token) to serve the read-only SQL endpoint on while running.
+        console: (host, port, tokens) to serve the console's HTTP API on while running
+            (:mod:`vidnexus.roles.console`: streams, apps, models, this run's plans, drops, SQL).
         fresh: drop the app's tables and ``vnx_frames`` first (the demos do, to show one run).
         ingest: run the ingest role; False: no stream is ingested (``streams`` may be empty) and
             frames come from whoever publishes on :attr:`bus`'s frames topic (``vidnexus bench
@@ -133,6 +135,7 @@ class Embedded:
     def __init__(self, settings: Settings, app: App, *, streams: Sequence[StreamSpec] | None = None,
                  clock: Clock | None = None, load: LoadModels | None = None, device: str = "cpu",
                  scheduler: SchedulerConfig = EMBEDDED_SCHEDULER, sql: tuple[str, int, str] | None = None,
+                 console: tuple[str, int, Any] | None = None,
                  fresh: bool = False, report_every_s: float = 2.0, concurrency: int = 64,
                  ingest: bool = True) -> None:
         self.settings = settings.model_copy(update={"bus": "memory"})
@@ -178,6 +181,15 @@ class Embedded:
 
                 host, port, token = sql
                 self.endpoint = SqlEndpoint(self.store, token, host, port)
+            self.console = None
+            if console is not None:
+                from vidnexus.roles.console import ConsoleServer
+                from vidnexus.roles.executor import repository
+
+                chost, cport, tokens = console
+                self.console = ConsoleServer(self.store, tokens, chost, cport,
+                                             plan=lambda: self.plans[-1] if self.plans else None,
+                                             repository=lambda: repository(self.settings), apps={app.name: app})
         except BaseException:
             self.store.close()
             raise
@@ -197,6 +209,8 @@ class Embedded:
         self.executor.start()  # models loaded before the first frame arrives
         if self.endpoint is not None:
             self.endpoint.start()
+        if self.console is not None:
+            self.console.start()
         threads: dict[str, threading.Thread] = {
             "executor": threading.Thread(target=self.executor.run, args=(stops["executor"],), name="vnx-executor"),
             "scheduler": threading.Thread(target=self.scheduler.run, args=(stops["scheduler"],), name="vnx-scheduler"),
@@ -239,6 +253,8 @@ class Embedded:
                     threads[name].join(timeout=60)
             if self.endpoint is not None:
                 self.endpoint.stop()
+            if self.console is not None:
+                self.console.stop()
             self._elapsed_s = self.clock.now() - started
         return self.result()
 

@@ -1,0 +1,429 @@
+"""The console role's HTTP API: streams, apps, models, the current plan, recent drops and read-only
+SQL over one store, with an OpenAPI document (``vidnexus console``; docs/api.md).
+
+Every path is under ``/api/v1`` and answers JSON. Reads take either token, changes (adding, pausing,
+resuming, removing a stream) only the admin token; both come as ``Authorization: Bearer TOKEN``.
+A missing or wrong token is 401 (and after a few from one address, 429 with ``Retry-After``: the
+SQL endpoint's :class:`~vidnexus.sql_endpoint.AuthBackoff`); a read token on a change is 403.
+Validation errors are 422 and name the field (``{"detail": [{"loc": ["body", "fps"], "msg": …}]}``);
+an unknown stream, app or model is 404, a stream name already registered 409.
+
+Every change goes through :class:`~vidnexus.streams.registry.StreamRegistry`, the code behind
+``vidnexus streams …``; SQL goes through the same guard as ``vidnexus sql-server``.
+
+Example:
+    >>> Tokens("r" * 16, "a" * 16).role("Bearer " + "a" * 16)
+    'admin'
+    >>> Tokens("r" * 16, "a" * 16).role("Bearer nope") is None
+    True
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import math
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Literal, Mapping, Optional
+
+from fastapi import Body, Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from vidnexus.clock import Clock, MonotonicClock
+from vidnexus.connectors.store import Store
+from vidnexus.contracts.plans import EpochPlan, encode_plan
+from vidnexus.errors import ConnectorError, StreamError, VidnexusError
+
+__all__ = ["API_PREFIX", "Tokens", "ConsoleServer", "build_api", "openapi_document"]
+
+API_PREFIX = "/api/v1"
+
+Role = Literal["read", "admin"]
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """The read-only token and the admin token (each at least 16 characters, not the same)."""
+
+    read: str
+    admin: str
+
+    def __post_init__(self) -> None:
+        if len(self.read) < 16 or len(self.admin) < 16:
+            raise VidnexusError("console tokens must be at least 16 characters")
+        if hmac.compare_digest(self.read.encode(), self.admin.encode()):
+            raise VidnexusError("the console's read token and admin token must differ")
+
+    def role(self, authorization: str) -> Role | None:
+        """Which token ``Authorization: Bearer …`` carries (constant-time compares), or None."""
+        given = (authorization[7:].strip() if authorization.lower().startswith("bearer ") else "").encode()
+        admin = hmac.compare_digest(given, self.admin.encode())
+        read = hmac.compare_digest(given, self.read.encode())
+        return "admin" if admin else "read" if read else None
+
+
+class StreamIn(BaseModel):
+    """A stream to register (the fields of ``vidnexus streams add``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,200}$", description="letters, digits, '-', '_', '.'")
+    url: str = Field(min_length=1, max_length=4096, description="file path, rtsp://, http(s):// or synthetic://")
+    fps: Optional[float] = Field(None, ge=0.001, le=1000.0, description="sample this many frames per second")
+    every_n: Optional[int] = Field(None, ge=1, le=2**32 - 1, description="or every n-th frame")
+    keyframes: bool = False
+    apps: list[str] = Field(default_factory=list, description="apps this stream feeds (names or module:attr)")
+    tags: dict[str, str] = Field(default_factory=dict, description="k=v tags; line.NAME=x1,y1,x2,y2 counts")
+    quality: int = Field(85, ge=1, le=100)
+    max_side: Optional[int] = Field(None, ge=16, le=16384)
+    rate: str = Field("realtime", description="realtime, max or a factor of real time")
+    until: Optional[float] = Field(None, gt=0, description="stop a file after this many seconds of video")
+    skip_corrupt: bool = True
+    probe: bool = Field(True, description="probe the URL before accepting it")
+    timeout: float = Field(10.0, ge=0.1, le=3600.0, description="probe timeout (s)")
+
+
+class SqlIn(BaseModel):
+    """One read-only statement."""
+
+    model_config = ConfigDict(extra="forbid")
+    query: str = Field(min_length=1, max_length=1_000_000)
+
+
+def _stream_doc(r: Any, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    from vidnexus.streams.spec import rate_text
+
+    s = r.spec
+    doc = {"name": s.name, "state": r.state, "problem": r.problem or None, "url": s.url,
+           "fps": s.fps, "every_n": s.every_n, "keyframes": bool(s.keyframes_only), "apps": list(s.apps),
+           "tags": dict(s.tags), "quality": s.jpeg_quality, "max_side": s.max_side, "rate": rate_text(s),
+           "until": s.until_s, "skip_corrupt": bool(s.skip_corrupt), "probe": r.probe or None}
+    if status is not None:
+        doc["status"] = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in status.items()}
+    return doc
+
+
+def build_api(store: Store, tokens: Tokens, *, plan: Callable[[], EpochPlan | None] | None = None,
+              repository: Callable[[], Any] | None = None, apps: Mapping[str, Any] | None = None,
+              clock: Clock | None = None, sql_limits: Any = None) -> Any:
+    """The FastAPI application over ``store`` (served by :class:`ConsoleServer`).
+
+    Args:
+        plan: the newest plan the scheduler published (None before the first; without it
+            ``/plan`` is 404 saying there is no scheduler to ask).
+        repository: the model repository (``vidnexus.roles.executor.repository``).
+        apps: apps to show beside the built-in ones (an embedded run's own app), by name.
+    """
+    from vidnexus.sql_endpoint import AuthBackoff, EndpointLimits, RefusedQuery
+    from vidnexus.sql_guard import SqlGuard
+    from vidnexus.streams.registry import StreamRegistry
+
+    clock = clock or MonotonicClock()
+    limits = sql_limits or EndpointLimits()
+    extra_apps = dict(apps or {})
+    lock = threading.RLock()  # one store call at a time (chdb holds one session)
+    made: dict[str, Any] = {}  # the registry and the SQL guard, made on first use (they touch the store)
+
+    def registry_() -> StreamRegistry:
+        with lock:
+            if "registry" not in made:
+                made["registry"] = StreamRegistry(store)
+            return made["registry"]  # type: ignore[no-any-return]
+
+    def guard_() -> SqlGuard:
+        with lock:
+            if "guard" not in made:
+                made["guard"] = SqlGuard(store)
+            return made["guard"]  # type: ignore[no-any-return]
+
+    backoff, backoff_lock = AuthBackoff(), threading.Lock()
+
+    api = FastAPI(title="vidnexus console API", version="1",
+                  description="Streams, apps, models, the current plan, recent drops and read-only SQL. "
+                              "Authorization: Bearer TOKEN (read token for GET and SQL, admin token for changes).",
+                  openapi_url=f"{API_PREFIX}/openapi.json", docs_url=None, redoc_url=None)  # no CDN pages
+
+    def auth(need: Role) -> Callable[[Request], Role]:
+        def check(request: Request) -> Role:
+            client = request.client.host if request.client else "?"
+            now = clock.now()
+            with backoff_lock:
+                wait = backoff.blocked_for(client, now)
+            if wait > 0:
+                raise HTTPException(429, f"too many wrong tokens from this address; retry in {math.ceil(wait)} s",
+                                    headers={"Retry-After": str(math.ceil(wait))})
+            role = tokens.role(request.headers.get("authorization", ""))
+            with backoff_lock:
+                if role is None:
+                    backoff.failed(client, now)
+                else:
+                    backoff.succeeded(client)
+            if role is None:
+                raise HTTPException(401, "missing or wrong token (Authorization: Bearer TOKEN)",
+                                    headers={"WWW-Authenticate": "Bearer"})
+            if need == "admin" and role != "admin":
+                raise HTTPException(403, "this change needs the admin token; the read token only reads")
+            return role
+        return check
+
+    reader, admin = Depends(auth("read")), Depends(auth("admin"))
+
+    def field_error(field: str, msg: str, code: int = 422) -> HTTPException:
+        return HTTPException(code, [{"loc": ["body", field], "msg": msg, "type": "value_error"}])
+
+    # -- health ---------------------------------------------------------------------------------
+    @api.get(f"{API_PREFIX}/health", tags=["health"], summary="Liveness (no token)")
+    def health() -> dict[str, Any]:
+        return {"ok": True}
+
+    # -- streams --------------------------------------------------------------------------------
+    @api.get(f"{API_PREFIX}/streams", tags=["streams"], summary="Registered streams, with ingest's last status")
+    def list_streams(all: bool = Query(False, description="include removed streams"),  # noqa: A002
+                     _: Role = reader) -> list[dict[str, Any]]:
+        with lock:
+            rows = registry_().list(include_removed=all)
+            statuses = {n: asdict(s) for n, s in registry_().statuses().items()}
+        return [_stream_doc(r, statuses.get(r.spec.name)) for r in rows]
+
+    def _get(name: str) -> Any:
+        r = registry_().get(name, missing_ok=True)
+        if r is None:
+            raise HTTPException(404, f"unknown stream {name!r}")
+        return r
+
+    @api.get(f"{API_PREFIX}/streams/{{name}}", tags=["streams"], summary="One stream: registration, probe, status")
+    def show_stream(name: str = Path(...), _: Role = reader) -> dict[str, Any]:
+        with lock:
+            r = _get(name)
+            return _stream_doc(r, registry_().status(name))
+
+    @api.post(f"{API_PREFIX}/streams", tags=["streams"], status_code=201,
+              summary="Register a stream (probed first unless probe is false)")
+    def add_stream(body: StreamIn = Body(...), _: Role = admin) -> dict[str, Any]:
+        from vidnexus.apps import load_app
+        from vidnexus.operators.zones import parse_lines
+        from vidnexus.streams.ingest import StreamSpec
+        from vidnexus.streams.spec import parse_rate
+
+        try:
+            realtime, speed = parse_rate(body.rate)
+        except StreamError as e:
+            raise field_error("rate", str(e).replace("--rate ", "rate ")) from None
+        try:
+            parse_lines(body.tags)
+        except ValueError as e:
+            raise field_error("tags", str(e)) from None
+        apps = []
+        for ref in body.apps:
+            try:
+                apps.append(load_app(ref).name)
+            except VidnexusError as e:
+                raise field_error("apps", str(e)) from None
+        try:
+            spec = StreamSpec(body.name, body.url, fps=body.fps, every_n=body.every_n, keyframes_only=body.keyframes,
+                              apps=tuple(dict.fromkeys(apps)), tags=body.tags, jpeg_quality=body.quality,
+                              max_side=body.max_side, realtime=realtime, speed=speed, skip_corrupt=body.skip_corrupt,
+                              until_s=body.until)
+        except StreamError as e:
+            raise HTTPException(422, str(e)) from None
+        with lock:
+            if registry_().get(body.name, missing_ok=True) is not None:
+                raise field_error("name", f"stream {body.name!r} is already registered; remove it first", 409)
+            try:
+                r = registry_().add(spec, check=body.probe, timeout_s=body.timeout)
+            except StreamError as e:
+                raise HTTPException(422, str(e)) from None
+        return _stream_doc(r)
+
+    def _change(name: str, how: Callable[[str], Any]) -> dict[str, Any]:
+        with lock:
+            _get(name)
+            try:
+                return _stream_doc(how(name))
+            except StreamError as e:
+                raise HTTPException(409, str(e)) from None
+
+    @api.post(f"{API_PREFIX}/streams/{{name}}/pause", tags=["streams"], summary="Stop ingesting a stream")
+    def pause_stream(name: str, _: Role = admin) -> dict[str, Any]:
+        return _change(name, lambda n: registry_().pause(n))
+
+    @api.post(f"{API_PREFIX}/streams/{{name}}/resume", tags=["streams"], summary="Resume a paused stream")
+    def resume_stream(name: str, _: Role = admin) -> dict[str, Any]:
+        return _change(name, lambda n: registry_().resume(n))
+
+    @api.delete(f"{API_PREFIX}/streams/{{name}}", tags=["streams"], summary="Remove a stream")
+    def remove_stream(name: str, _: Role = admin) -> dict[str, Any]:
+        return _change(name, lambda n: registry_().remove(n))
+
+    # -- apps -----------------------------------------------------------------------------------
+    @api.get(f"{API_PREFIX}/apps", tags=["apps"], summary="The built-in apps")
+    def list_apps(_: Role = reader) -> list[dict[str, Any]]:
+        from vidnexus.apps import known_apps
+
+        listed = {**known_apps(), **{n: "" for n in extra_apps if n not in known_apps()}}
+        return [{"name": n, "description": d} for n, d in sorted(listed.items())]
+
+    @api.get(f"{API_PREFIX}/apps/{{name}}", tags=["apps"],
+             summary="An app: SLO, DNN graph, tables, each stage's budget (the plan's split when there is one)")
+    def show_app(name: str, _: Role = reader) -> dict[str, Any]:
+        from vidnexus.apps import APP_REFS, known_apps, load_app
+        from vidnexus.operators.infer import stage_slos
+
+        if name not in APP_REFS and name not in extra_apps:
+            raise HTTPException(404, f"unknown app {name!r}; the apps: {', '.join(sorted({*APP_REFS, *extra_apps}))}")
+        a = extra_apps[name] if name in extra_apps else load_app(name)
+        g = a.graph()
+        doc: dict[str, Any] = {"name": a.name, "description": known_apps().get(name, ""), "slo_ms": a.slo_ms,
+                               "ordered": a.ordered, "models": list(g.models), "edges": [list(e) for e in g.edges],
+                               "tables": sorted(a.tables), "even_split_ms": stage_slos(a), "split": None}
+        p = plan() if plan is not None else None
+        if p is not None and name in p.splits:
+            s = p.splits[name]
+            doc["split"] = {"ok": s.ok, "reason": s.reason, "budgets_ms": s.budgets_ms, "even_ms": s.even_ms,
+                            "gamma": s.gamma, "gain": s.gain, "reserve_ms": s.reserve_ms, "epoch": p.epoch}
+        return doc
+
+    # -- models ---------------------------------------------------------------------------------
+    def _repo() -> Any:
+        if repository is None:
+            raise HTTPException(404, "this console has no model repository")
+        return repository()
+
+    def _model_doc(m: Any) -> dict[str, Any]:
+        return {"name": m.name, "version": m.version, "task": m.task, "input_shape": list(m.input_shape),
+                "source": m.source, "description": m.description, "builtin": m.builtin, "images": m.images,
+                "prefix": m.prefix}
+
+    @api.get(f"{API_PREFIX}/models", tags=["models"], summary="The zoo, the apps' models and registered models")
+    def list_models(_: Role = reader) -> list[dict[str, Any]]:
+        return [_model_doc(m) for m in _repo().list()]
+
+    @api.get(f"{API_PREFIX}/models/{{name}}", tags=["models"], summary="One model and its stored profiles")
+    def show_model(name: str, _: Role = reader) -> dict[str, Any]:
+        from vidnexus.contracts.profile import Profile
+        from vidnexus.errors import ModelError
+
+        repo = _repo()
+        try:
+            m = repo.get(name)
+        except ModelError as e:
+            raise HTTPException(404, str(e)) from None
+        profiles = []
+        for path in sorted((repo.directory.parent / "profiles").glob(f"{name}@*.json")):
+            prof = Profile.from_dict(json.loads(path.read_text()))
+            a, b = prof.fit()
+            profiles.append({"key": path.stem.split("@", 1)[1], "batches": list(prof.sizes),
+                             "latency_ms": [round(prof.latency(s) * 1000, 3) for s in prof.sizes],
+                             "fit_ms": {"per_item": round(a * 1000, 4), "fixed": round(b * 1000, 4)}})
+        return {**_model_doc(m), "profiles": profiles}
+
+    # -- plan -----------------------------------------------------------------------------------
+    @api.get(f"{API_PREFIX}/plan", tags=["plan"],
+             summary="The scheduler's newest plan: executors, sessions per executor and batch, rates, splits")
+    def current_plan(_: Role = reader) -> dict[str, Any]:
+        if plan is None:
+            raise HTTPException(404, "this console follows no scheduler (run it with VNX_BUS=kafka, or inside "
+                                     "`vidnexus run --console`)")
+        p = plan()
+        if p is None:
+            raise HTTPException(404, "no plan yet: the scheduler has not published one")
+        doc: dict[str, Any] = json.loads(encode_plan(p))
+        return doc
+
+    # -- drops ----------------------------------------------------------------------------------
+    @api.get(f"{API_PREFIX}/drops", tags=["results"],
+             summary="Frames by outcome and drops by reason over the last minutes, per app")
+    def drops(minutes: float = Query(10.0, gt=0, le=7 * 24 * 60), _: Role = reader) -> dict[str, Any]:
+        from vidnexus.clock import wall_time
+        from vidnexus.operators.engine import FRAMES_TABLE
+
+        since = wall_time() - minutes * 60
+        with lock:
+            if not store.query(f"EXISTS TABLE {FRAMES_TABLE.name}").scalar():
+                return {"minutes": minutes, "apps": {}}
+            res = store.query(f"SELECT app, argMax(status, version), argMax(reasons, version) FROM {FRAMES_TABLE.name} "
+                              f"WHERE ingest_ts >= {since:.3f} GROUP BY app, stream, frame_no")
+        apps: dict[str, dict[str, dict[str, int]]] = {}
+        for app, status, reasons in res.rows:
+            a = apps.setdefault(str(app), {"frames": {}, "drops": {}})
+            a["frames"][status] = a["frames"].get(status, 0) + 1
+            for part in str(reasons or "").split(","):  # "early_drop:2,flood:map[0]:40": the count is last
+                reason, _sep, n = part.rpartition(":")
+                if reason:
+                    a["drops"][reason] = a["drops"].get(reason, 0) + (int(n) if n.isdigit() else 1)
+        return {"minutes": minutes, "apps": apps}
+
+    # -- sql ------------------------------------------------------------------------------------
+    @api.post(f"{API_PREFIX}/sql", tags=["results"], summary="One read-only statement (the SQL endpoint's guard)")
+    def sql(body: SqlIn, _: Role = reader) -> Any:
+        t0 = clock.now()
+        if len(body.query.encode()) > limits.max_body_bytes:
+            raise field_error("query", f"query longer than {limits.max_body_bytes} bytes", 413)
+        try:
+            checked = guard_().check(body.query)
+        except RefusedQuery as e:
+            return JSONResponse({"error": str(e)}, status_code=403)
+        try:
+            with lock:
+                res, cut = guard_().run(checked, limits)
+        except ConnectorError as e:
+            return JSONResponse({"error": str(e)}, status_code=400)
+        return {"columns": list(res.columns), "types": list(res.types),
+                "rows": json.loads(json.dumps([list(r) for r in res.rows], default=str)),
+                "truncated": cut, "elapsed_ms": round((clock.now() - t0) * 1000, 2)}
+
+    api.state.store = store
+    api.state.close = lambda: made["guard"].close() if "guard" in made else None
+    return api
+
+
+def openapi_document() -> dict[str, Any]:
+    """The API's OpenAPI document (what ``/api/v1/openapi.json`` serves; committed as docs/openapi.json)."""
+    unused: Any = None  # building the document touches no store
+    return build_api(unused, Tokens("r" * 16, "a" * 16)).openapi()  # type: ignore[no-any-return]
+
+
+class ConsoleServer:
+    """Serve :func:`build_api` with uvicorn on ``host:port`` in a thread until :meth:`stop`."""
+
+    def __init__(self, store: Store, tokens: Tokens, host: str = "127.0.0.1", port: int = 8125, **api_args: Any) -> None:
+        import socket
+
+        import uvicorn
+
+        self.api = build_api(store, tokens, **api_args)
+        self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, port))  # bound now: a taken port is an error here, and port 0 gets its number
+        self.address: tuple[str, int] = self._sock.getsockname()[:2]
+        self.server = uvicorn.Server(uvicorn.Config(self.api, log_level="warning", access_log=False,
+                                                    lifespan="off"))
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address[0]}:{self.address[1]}"
+
+    def start(self, timeout_s: float = 10.0) -> "ConsoleServer":
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True,
+                                        name="vnx-console")
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise VidnexusError(f"the console did not start on {self.url}")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(10)
+        self._sock.close()
+        self.api.state.close()
+
+
+if __name__ == "__main__":  # python -m vidnexus.roles.console > docs/openapi.json
+    print(json.dumps(openapi_document(), indent=1, sort_keys=True))
