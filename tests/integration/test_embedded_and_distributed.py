@@ -142,10 +142,15 @@ def test_embedded_mode_plans_and_applies_the_latency_split(tmp_path, trained_rea
             plan = run.plans[-1] if run.plans else None
             if plan is not None and plan.split_to_adopt("two_stage") == run.worker.backend.slos:
                 adopted.set()
-            if plan is not None and "two_stage" in plan.splits and plan.splits["two_stage"].ok and "plan" not in seen:
-                seen["plan"], seen["epoch"] = api_get(run.console.url, "/plan", tokens.read), plan.epoch
-                seen["app"] = api_get(run.console.url, "/apps/two_stage", tokens.read)
-                seen["streams"] = api_get(run.console.url, "/streams", tokens.read)
+            if plan is not None and "two_stage" in plan.splits and plan.splits["two_stage"].ok and not seen:
+                try:
+                    seen["epoch"] = plan.epoch
+                    seen["plan"] = api_get(run.console.url, "/plan", tokens.read)
+                    seen["app"] = api_get(run.console.url, "/apps/two_stage", tokens.read)
+                    seen["streams"] = api_get(run.console.url, "/streams", tokens.read)
+                    seen["sessions"] = api_get(run.console.url, "/sessions", tokens.read)
+                except Exception as e:  # failed below, not inside the run
+                    seen["error"] = repr(e)
 
         result = run.run(progress=watch, timeout_s=240)
     finally:
@@ -163,6 +168,8 @@ def test_embedded_mode_plans_and_applies_the_latency_split(tmp_path, trained_rea
     assert result.accounted == result.published > 100  # every frame a row or an accounted drop
     # The console served this run's plans, app and stream while it ran (`vidnexus run --console-port`).
     assert seen, "no plan with a split came while the run went on"
+    assert "error" not in seen, seen["error"]
+    assert {x["executor"] for x in seen["sessions"]["executors"]} == {"embedded"}
     assert seen["plan"]["epoch"] >= seen["epoch"] and "two_stage" in seen["plan"]["splits"]
     assert seen["app"]["models"] == ["mobilenet_v3_small", "hud_digits"] and seen["app"]["split"]["ok"]
     assert [s["name"] for s in seen["streams"]] == ["cam"] and seen["streams"][0]["apps"] == ["two_stage"]

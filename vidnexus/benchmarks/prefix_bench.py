@@ -16,39 +16,45 @@ SHAPE = (3, 64, 64)
 
 
 def _system(k: int, prefix: bool, prof: Any, slo: float) -> tuple[Callable[[], Any], list[str], int]:
-    """Build the models and runners once; return a factory of fresh executors over them."""
+    """Build the models and runners once; return a factory of fresh executors over them, and the
+    model memory those executors hold.
+
+    Each model is its own copy, as an executor loads each model file on its own. With prefix
+    batching the runners go through :func:`~vidnexus.gpu_executor.loading.served_runners`, what
+    ``vidnexus executor`` does (equal trunks detected, one PrefixRunner per group, the members' own
+    copies dropped); memory is :func:`~vidnexus.gpu_executor.prefix.held_bytes` of the runners the
+    executor is given — the product's executor, not a model of it."""
     import numpy as np
 
     from vidnexus.benchmarks.models import headed_variants, separate_copies
     from vidnexus.gpu_executor.backend import SessionSpec
     from vidnexus.gpu_executor.executor import Executor
-    from vidnexus.gpu_executor.prefix import PrefixRunner, detect_prefix_groups, parameter_bytes
+    from vidnexus.gpu_executor.loading import served_runners
+    from vidnexus.gpu_executor.prefix import held_bytes
     from vidnexus.gpu_executor.runner import TorchRunner
 
-    models = headed_variants(k)
-    sessions = [SessionSpec(f"s-{m}", m, slo) for m in models]
-    profiles = {m: prof for m in models}
+    copies = separate_copies(headed_variants(k))
+    sessions = [SessionSpec(f"s-{m}", m, slo) for m in copies]
+    profiles = {m: prof for m in copies}
     x = np.zeros(SHAPE, np.float32)
-    if prefix:
-        groups = detect_prefix_groups(models) if k > 1 else {}
-        runner = PrefixRunner.from_models(models, postprocess=lambda t: None)
-        first = next(iter(models))
-        warm_up(lambda xs: runner.run_parts([(first, xs)]), x)  # the trunk at every batch size
-        for m in models:
-            runner.run_parts([(m, [x])])
-        mem = runner.memory_bytes()
-        if groups:
-            gid = next(iter(groups.values()))
-            return (lambda: Executor(sessions, {}, profiles, prefix_groups=groups,
-                                     group_runners={gid: runner}, workers=1)), list(models), mem
-        runners = {m: runner.runner_for(m) for m in models}
-    else:
-        copies = separate_copies(models)
-        runners = {m: TorchRunner(m, mod, postprocess=lambda t: None) for m, mod in copies.items()}
-        for r in runners.values():
-            warm_up(r, x)
-        mem = sum(parameter_bytes(m) for m in copies.values())
-    return (lambda: Executor(sessions, runners, profiles, workers=1)), list(models), mem
+    loaded = {m: TorchRunner(m, mod, postprocess=lambda t: None) for m, mod in copies.items()}
+    runners, groups, group_runners = served_runners(loaded) if prefix else (loaded, {}, {})
+    mem = held_bytes([*runners.values(), *group_runners.values()])
+    for r in runners.values():
+        warm_up(r, x)
+    for gid, g in group_runners.items():
+        g.postprocess = lambda t: None  # as the single models' runners: no outputs kept
+        members = sorted(m for m, of in groups.items() if of == gid)
+        lead = members[0]
+
+        def trunk_at(xs: Any, g: Any = g, lead: str = lead) -> Any:
+            return g.run_parts([(lead, xs)])
+
+        warm_up(trunk_at, x)  # the trunk at every batch size
+        for m in members:
+            g.run_parts([(m, [x])])
+    return (lambda: Executor(sessions, runners, profiles, prefix_groups=groups, group_runners=group_runners,
+                             workers=1)), list(copies), mem
 
 
 def run(quick: bool, console: Any) -> dict[str, Any]:

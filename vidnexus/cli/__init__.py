@@ -315,25 +315,18 @@ def console_(
     cfg = settings()
     tokens = console_tokens(cfg, "console")
     store = open_store(cfg)
-    follower, bus = None, None
+    watcher, bus, sql_store = None, None, None
     try:
+        if cfg.store == "clickhouse":  # /sql as the server's read-only user, like `vidnexus sql-server`
+            sql_store = open_store(cfg, reader=True)
         if cfg.bus == "kafka":
             from vidnexus.contracts.topics import Topics
-            from vidnexus.roles.follow import PlanFollower
+            from vidnexus.roles.console import ControlWatcher
 
             bus = open_bus(cfg)
-            follower = PlanFollower(bus, Topics(cfg.topic_prefix))
-        plan_lock = threading.Lock()
-
-        def plan() -> Any:
-            if follower is None:
-                return None
-            with plan_lock:
-                follower.newest(timeout_s=0.2)
-                return follower.current
-
-        srv = ConsoleServer(store, tokens, host, port, plan=plan if follower is not None else None,
-                            repository=lambda: repository(cfg)).start()
+            watcher = ControlWatcher(bus, Topics(cfg.topic_prefix))
+        srv = ConsoleServer(store, tokens, host, port, control=watcher, repository=lambda: repository(cfg),
+                            sql_store=sql_store).start()
         err_console.print(f"console: {srv.url}/api/v1 (OpenAPI: {srv.url}/api/v1/openapi.json)")
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -343,10 +336,12 @@ def console_(
         srv.stop()
         err_console.print("console: stopped")
     finally:
-        if follower is not None:
-            follower.close()
+        if watcher is not None:
+            watcher.close()
         if bus is not None:
             bus.close()
+        if sql_store is not None:
+            sql_store.close()
         store.close()
 
 

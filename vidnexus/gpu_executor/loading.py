@@ -95,6 +95,16 @@ def prepare_models(
     return runners, profiles
 
 
+def served_runners(runners: dict[str, Any], device: str = "cpu", declared: dict[str, str] | None = None
+                   ) -> tuple[dict[str, Any], dict[str, str], dict[str, Any]]:
+    """What a served executor holds for ``runners``: (its own runners, prefix groups, group runners).
+    A prefix group's members run through its PrefixRunner only — their own full copies are not kept,
+    so the trunk is held once (the memory prefix batching saves; ``bench prefix`` measures it on
+    exactly this)."""
+    groups, group_runners = prefix_batching(runners, device, declared)
+    return {m: r for m, r in runners.items() if m not in groups}, groups, group_runners
+
+
 def prefix_batching(runners: dict[str, Any], device: str = "cpu",
                     declared: dict[str, str] | None = None) -> tuple[dict[str, str], dict[str, Any]]:
     """Models among ``runners`` whose trunks are equal (structure and weights), or that declare the

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -61,6 +61,21 @@ def module_signature(module: Any) -> str:
 
 def parameter_bytes(module: Any) -> int:
     return sum(t.numel() * t.element_size() for t in list(module.parameters()) + list(module.buffers()))
+
+
+def held_bytes(runners: Iterable[Any]) -> int:
+    """Bytes of the distinct parameters and buffers that ``runners`` hold (a TorchRunner's module, a
+    PrefixRunner's trunk and heads), each tensor counted once however many runners share it: the
+    model memory an executor holding these runners keeps."""
+    seen: dict[int, int] = {}
+    for r in runners:
+        modules = [getattr(r, "module", None), getattr(r, "trunk", None), *getattr(r, "heads", {}).values()]
+        for m in modules:
+            if m is None or not hasattr(m, "parameters"):
+                continue
+            for t in list(m.parameters()) + list(m.buffers()):
+                seen[t.data_ptr()] = t.numel() * t.element_size()
+    return sum(seen.values())
 
 
 def detect_prefix_groups(models: Mapping[str, Any], declared: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -24,8 +24,7 @@ import hmac
 import json
 import math
 import threading
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Literal, Mapping, Optional
 
 from fastapi import Body, Depends, FastAPI, HTTPException, Path, Query, Request
@@ -34,12 +33,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.connectors.store import Store
-from vidnexus.contracts.plans import EpochPlan, encode_plan
-from vidnexus.errors import ConnectorError, StreamError, VidnexusError
+from vidnexus.clock import wall_time as wall
+from vidnexus.connectors.bus import Bus
+from vidnexus.contracts.plans import EpochPlan, decode_plan, encode_plan
+from vidnexus.contracts.reports import AppReport, decode_report
+from vidnexus.contracts.stats import ExecutorStats, decode_stats
+from vidnexus.contracts.topics import Topics
+from vidnexus.errors import CodecError, ConnectorError, StreamError, VidnexusError
 
-__all__ = ["API_PREFIX", "Tokens", "ConsoleServer", "build_api", "openapi_document"]
+__all__ = ["API_PREFIX", "Tokens", "ControlWatcher", "ConsoleServer", "build_api", "openapi_document"]
 
 API_PREFIX = "/api/v1"
+MAX_BODY_BYTES = 200_000
+"""Longest request body read (413 past it): a stream, or one SQL statement."""
 
 Role = Literal["read", "admin"]
 
@@ -48,8 +54,8 @@ Role = Literal["read", "admin"]
 class Tokens:
     """The read-only token and the admin token (each at least 16 characters, not the same)."""
 
-    read: str
-    admin: str
+    read: str = field(repr=False)
+    admin: str = field(repr=False)
 
     def __post_init__(self) -> None:
         if len(self.read) < 16 or len(self.admin) < 16:
@@ -71,7 +77,8 @@ class StreamIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,200}$", description="letters, digits, '-', '_', '.'")
     url: str = Field(min_length=1, max_length=4096, description="file path, rtsp://, http(s):// or synthetic://")
-    fps: Optional[float] = Field(None, ge=0.001, le=1000.0, description="sample this many frames per second")
+    fps: Optional[float] = Field(None, ge=0.001, le=1000.0, allow_inf_nan=False,
+                                 description="sample this many frames per second")
     every_n: Optional[int] = Field(None, ge=1, le=2**32 - 1, description="or every n-th frame")
     keyframes: bool = False
     apps: list[str] = Field(default_factory=list, description="apps this stream feeds (names or module:attr)")
@@ -79,24 +86,70 @@ class StreamIn(BaseModel):
     quality: int = Field(85, ge=1, le=100)
     max_side: Optional[int] = Field(None, ge=16, le=16384)
     rate: str = Field("realtime", description="realtime, max or a factor of real time")
-    until: Optional[float] = Field(None, gt=0, description="stop a file after this many seconds of video")
+    until: Optional[float] = Field(None, ge=0.001, allow_inf_nan=False,
+                                   description="stop a file after this many seconds of video")
     skip_corrupt: bool = True
     probe: bool = Field(True, description="probe the URL before accepting it")
-    timeout: float = Field(10.0, ge=0.1, le=3600.0, description="probe timeout (s)")
+    timeout: float = Field(10.0, ge=0.1, le=60.0, allow_inf_nan=False, description="probe timeout (s)")
 
 
 class SqlIn(BaseModel):
     """One read-only statement."""
 
     model_config = ConfigDict(extra="forbid")
-    query: str = Field(min_length=1, max_length=1_000_000)
+    query: str = Field(min_length=1)
+
+
+def redact_url(url: str) -> str:
+    """A URL with its password hidden (a camera's ``rtsp://user:secret@host`` is read-token readable).
+
+    >>> redact_url("rtsp://cam:s3cret@10.0.0.5:554/live"), redact_url("/videos/a.mp4")
+    ('rtsp://cam:***@10.0.0.5:554/live', '/videos/a.mp4')
+    """
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        u = urlsplit(url)
+    except ValueError:
+        return url
+    if u.password is None:
+        return url
+    host = u.netloc.rpartition("@")[2]
+    return urlunsplit(u._replace(netloc=f"{u.username or ''}:***@{host}"))
+
+
+def _finite(v: float) -> float | None:
+    return round(v, 2) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+
+def _fanout(reports: list[AppReport]) -> dict[str, Any] | None:
+    """The fan-out the app's workers measured (requests per parent call along each edge), summed
+    over its workers; None before any report."""
+    if not reports:
+        return None
+    frames = sum(r.fanout.frames for r in reports)
+    ok: dict[str, int] = {}
+    edges: dict[tuple[str, str], int] = {}
+    for r in reports:
+        for m, n in r.fanout.ok.items():
+            ok[m] = ok.get(m, 0) + n
+        for e, n in r.fanout.edges.items():
+            edges[e] = edges.get(e, 0) + n
+
+    def gamma(parent: str, child: str) -> float | None:
+        base = frames if parent == "frames" else ok.get(parent, 0)
+        return round(edges[(parent, child)] / base, 3) if base else None
+
+    return {"workers": len(reports), "frames": frames,
+            "edges": [{"parent": p, "child": c, "requests": n, "gamma": gamma(p, c)}
+                      for (p, c), n in sorted(edges.items())]}
 
 
 def _stream_doc(r: Any, status: dict[str, Any] | None = None) -> dict[str, Any]:
     from vidnexus.streams.spec import rate_text
 
     s = r.spec
-    doc = {"name": s.name, "state": r.state, "problem": r.problem or None, "url": s.url,
+    doc = {"name": s.name, "state": r.state, "problem": r.problem or None, "url": redact_url(s.url),
            "fps": s.fps, "every_n": s.every_n, "keyframes": bool(s.keyframes_only), "apps": list(s.apps),
            "tags": dict(s.tags), "quality": s.jpeg_quality, "max_side": s.max_side, "rate": rate_text(s),
            "until": s.until_s, "skip_corrupt": bool(s.skip_corrupt), "probe": r.probe or None}
@@ -105,16 +158,84 @@ def _stream_doc(r: Any, status: dict[str, Any] | None = None) -> dict[str, Any]:
     return doc
 
 
-def build_api(store: Store, tokens: Tokens, *, plan: Callable[[], EpochPlan | None] | None = None,
+class ControlWatcher:
+    """What the control plane says on the bus, read on demand: the scheduler's newest plan (the
+    compacted control topic, from its beginning), each executor's latest stats and each worker's
+    latest app report (from now on). An observer: malformed documents are counted and skipped (the
+    scheduler, which acts on them, dead-letters them).
+
+    Example:
+        >>> from vidnexus.connectors.memory_bus import MemoryBus
+        >>> from vidnexus.contracts.plans import encode_plan
+        >>> bus, topics = MemoryBus(), Topics("doc")
+        >>> w = ControlWatcher(bus, topics)
+        >>> bus.publish(topics.control, b"plan", encode_plan(EpochPlan(1, 3, 0.0)))
+        >>> bus.publish(topics.control, b"plan", b"not a plan")
+        >>> w.plan().epoch, w.malformed
+        (3, 1)
+    """
+
+    def __init__(self, bus: Bus, topics: Topics) -> None:
+        for topic, compacted in ((topics.control, True), (topics.stats, False), (topics.apps, False)):
+            bus.create_topic(topic, 1, compacted=compacted)
+        self.topics = topics
+        self._control = bus.subscribe([topics.control], group=None, from_beginning=True)
+        self._live = bus.subscribe([topics.stats, topics.apps], group=None, from_beginning=False)
+        self._lock = threading.Lock()
+        self._plan: EpochPlan | None = None
+        self._stats: dict[str, ExecutorStats] = {}
+        self._reports: dict[str, AppReport] = {}
+        self.malformed = 0
+
+    def refresh(self) -> None:
+        """Read what arrived since the last call (without waiting)."""
+        with self._lock:
+            for consumer in (self._control, self._live):
+                while batch := consumer.poll(timeout_s=0.0):
+                    for m in batch:
+                        try:
+                            if m.topic == self.topics.control:
+                                p = decode_plan(m.value)
+                                if p.supersedes(self._plan):
+                                    self._plan = p
+                            elif m.topic == self.topics.stats:
+                                st = decode_stats(m.value)
+                                self._stats[st.executor] = st
+                            else:
+                                r = decode_report(m.value)
+                                self._reports[r.key] = r
+                        except CodecError:
+                            self.malformed += 1
+
+    def plan(self) -> EpochPlan | None:
+        self.refresh()
+        return self._plan
+
+    def stats(self) -> list[ExecutorStats]:
+        self.refresh()
+        return sorted(self._stats.values(), key=lambda s: s.executor)
+
+    def reports(self, app: str) -> list[AppReport]:
+        self.refresh()
+        return [r for _, r in sorted(self._reports.items()) if r.app == app]
+
+    def close(self) -> None:
+        self._control.close()
+        self._live.close()
+
+
+def build_api(store: Store, tokens: Tokens, *, control: ControlWatcher | None = None,
               repository: Callable[[], Any] | None = None, apps: Mapping[str, Any] | None = None,
-              clock: Clock | None = None, sql_limits: Any = None) -> Any:
+              sql_store: Store | None = None, clock: Clock | None = None, sql_limits: Any = None) -> Any:
     """The FastAPI application over ``store`` (served by :class:`ConsoleServer`).
 
     Args:
-        plan: the newest plan the scheduler published (None before the first; without it
-            ``/plan`` is 404 saying there is no scheduler to ask).
+        control: the plans, executor stats and app reports on the bus (without it ``/plan`` and
+            ``/sessions`` are 404 saying there is no bus to read them from).
         repository: the model repository (``vidnexus.roles.executor.repository``).
         apps: apps to show beside the built-in ones (an embedded run's own app), by name.
+        sql_store: the store ``/sql`` reads through (``vidnexus console`` opens one as the
+            server's read-only user, as ``vidnexus sql-server`` does); default ``store``.
     """
     from vidnexus.sql_endpoint import AuthBackoff, EndpointLimits, RefusedQuery
     from vidnexus.sql_guard import SqlGuard
@@ -123,19 +244,20 @@ def build_api(store: Store, tokens: Tokens, *, plan: Callable[[], EpochPlan | No
     clock = clock or MonotonicClock()
     limits = sql_limits or EndpointLimits()
     extra_apps = dict(apps or {})
-    lock = threading.RLock()  # one store call at a time (chdb holds one session)
     made: dict[str, Any] = {}  # the registry and the SQL guard, made on first use (they touch the store)
 
+    made_lock = threading.Lock()
+
     def registry_() -> StreamRegistry:
-        with lock:
+        with made_lock:
             if "registry" not in made:
                 made["registry"] = StreamRegistry(store)
             return made["registry"]  # type: ignore[no-any-return]
 
     def guard_() -> SqlGuard:
-        with lock:
+        with made_lock:
             if "guard" not in made:
-                made["guard"] = SqlGuard(store)
+                made["guard"] = SqlGuard(sql_store if sql_store is not None else store)
             return made["guard"]  # type: ignore[no-any-return]
 
     backoff, backoff_lock = AuthBackoff(), threading.Lock()
@@ -143,7 +265,8 @@ def build_api(store: Store, tokens: Tokens, *, plan: Callable[[], EpochPlan | No
     api = FastAPI(title="vidnexus console API", version="1",
                   description="Streams, apps, models, the current plan, recent drops and read-only SQL. "
                               "Authorization: Bearer TOKEN (read token for GET and SQL, admin token for changes).",
-                  openapi_url=f"{API_PREFIX}/openapi.json", docs_url=None, redoc_url=None)  # no CDN pages
+                  openapi_url=f"{API_PREFIX}/openapi.json", docs_url=None, redoc_url=None,  # no CDN pages
+                  max_body_size=MAX_BODY_BYTES)
 
     def auth(need: Role) -> Callable[[Request], Role]:
         def check(request: Request) -> Role:
@@ -170,8 +293,9 @@ def build_api(store: Store, tokens: Tokens, *, plan: Callable[[], EpochPlan | No
 
     reader, admin = Depends(auth("read")), Depends(auth("admin"))
 
-    def field_error(field: str, msg: str, code: int = 422) -> HTTPException:
-        return HTTPException(code, [{"loc": ["body", field], "msg": msg, "type": "value_error"}])
+    def field_error(name: str, msg: str, code: int = 422) -> HTTPException:
+        """An error in FastAPI's validation shape, naming the body field (``""``: the body as a whole)."""
+        return HTTPException(code, [{"loc": ["body", name] if name else ["body"], "msg": msg, "type": "value_error"}])
 
     # -- health ---------------------------------------------------------------------------------
     @api.get(f"{API_PREFIX}/health", tags=["health"], summary="Liveness (no token)")
@@ -182,9 +306,8 @@ def build_api(store: Store, tokens: Tokens, *, plan: Callable[[], EpochPlan | No
     @api.get(f"{API_PREFIX}/streams", tags=["streams"], summary="Registered streams, with ingest's last status")
     def list_streams(all: bool = Query(False, description="include removed streams"),  # noqa: A002
                      _: Role = reader) -> list[dict[str, Any]]:
-        with lock:
-            rows = registry_().list(include_removed=all)
-            statuses = {n: asdict(s) for n, s in registry_().statuses().items()}
+        rows = registry_().list(include_removed=all)
+        statuses = {n: asdict(s) for n, s in registry_().statuses().items()}
         return [_stream_doc(r, statuses.get(r.spec.name)) for r in rows]
 
     def _get(name: str) -> Any:
@@ -195,14 +318,13 @@ def build_api(store: Store, tokens: Tokens, *, plan: Callable[[], EpochPlan | No
 
     @api.get(f"{API_PREFIX}/streams/{{name}}", tags=["streams"], summary="One stream: registration, probe, status")
     def show_stream(name: str = Path(...), _: Role = reader) -> dict[str, Any]:
-        with lock:
-            r = _get(name)
-            return _stream_doc(r, registry_().status(name))
+        r = _get(name)
+        return _stream_doc(r, registry_().status(name))
 
     @api.post(f"{API_PREFIX}/streams", tags=["streams"], status_code=201,
               summary="Register a stream (probed first unless probe is false)")
     def add_stream(body: StreamIn = Body(...), _: Role = admin) -> dict[str, Any]:
-        from vidnexus.apps import load_app
+        from vidnexus.apps import APP_REFS
         from vidnexus.operators.zones import parse_lines
         from vidnexus.streams.ingest import StreamSpec
         from vidnexus.streams.spec import parse_rate
@@ -216,34 +338,32 @@ def build_api(store: Store, tokens: Tokens, *, plan: Callable[[], EpochPlan | No
         except ValueError as e:
             raise field_error("tags", str(e)) from None
         apps = []
-        for ref in body.apps:
-            try:
-                apps.append(load_app(ref).name)
-            except VidnexusError as e:
-                raise field_error("apps", str(e)) from None
+        for ref in body.apps:  # the apps this console knows: no importing of arbitrary modules over HTTP
+            if ref not in APP_REFS and ref not in extra_apps:
+                raise field_error("apps", f"unknown app {ref!r}; the apps: {', '.join(sorted({*APP_REFS, *extra_apps}))}")
+            apps.append(ref)
         try:
             spec = StreamSpec(body.name, body.url, fps=body.fps, every_n=body.every_n, keyframes_only=body.keyframes,
                               apps=tuple(dict.fromkeys(apps)), tags=body.tags, jpeg_quality=body.quality,
                               max_side=body.max_side, realtime=realtime, speed=speed, skip_corrupt=body.skip_corrupt,
                               until_s=body.until)
         except StreamError as e:
-            raise HTTPException(422, str(e)) from None
-        with lock:
-            if registry_().get(body.name, missing_ok=True) is not None:
-                raise field_error("name", f"stream {body.name!r} is already registered; remove it first", 409)
-            try:
-                r = registry_().add(spec, check=body.probe, timeout_s=body.timeout)
-            except StreamError as e:
-                raise HTTPException(422, str(e)) from None
+            raise field_error("", str(e)) from None
+        if registry_().get(body.name, missing_ok=True) is not None:
+            raise field_error("name", f"stream {body.name!r} is already registered; remove it first", 409)
+        try:  # probed outside any lock (up to its timeout); the registry refuses a name taken meanwhile
+            r = registry_().add(spec, check=body.probe, timeout_s=body.timeout)
+        except StreamError as e:
+            taken = registry_().get(body.name, missing_ok=True) is not None
+            raise field_error("name" if taken else "url", str(e), 409 if taken else 422) from None
         return _stream_doc(r)
 
     def _change(name: str, how: Callable[[str], Any]) -> dict[str, Any]:
-        with lock:
-            _get(name)
-            try:
-                return _stream_doc(how(name))
-            except StreamError as e:
-                raise HTTPException(409, str(e)) from None
+        _get(name)
+        try:
+            return _stream_doc(how(name))
+        except StreamError as e:
+            raise HTTPException(409, str(e)) from None
 
     @api.post(f"{API_PREFIX}/streams/{{name}}/pause", tags=["streams"], summary="Stop ingesting a stream")
     def pause_stream(name: str, _: Role = admin) -> dict[str, Any]:
@@ -278,7 +398,8 @@ def build_api(store: Store, tokens: Tokens, *, plan: Callable[[], EpochPlan | No
         doc: dict[str, Any] = {"name": a.name, "description": known_apps().get(name, ""), "slo_ms": a.slo_ms,
                                "ordered": a.ordered, "models": list(g.models), "edges": [list(e) for e in g.edges],
                                "tables": sorted(a.tables), "even_split_ms": stage_slos(a), "split": None}
-        p = plan() if plan is not None else None
+        p = control.plan() if control is not None else None
+        doc["fanout"] = _fanout(control.reports(name)) if control is not None else None
         if p is not None and name in p.splits:
             s = p.splits[name]
             doc["split"] = {"ok": s.ok, "reason": s.reason, "budgets_ms": s.budgets_ms, "even_ms": s.even_ms,
@@ -320,17 +441,42 @@ def build_api(store: Store, tokens: Tokens, *, plan: Callable[[], EpochPlan | No
         return {**_model_doc(m), "profiles": profiles}
 
     # -- plan -----------------------------------------------------------------------------------
+    def _control() -> ControlWatcher:
+        if control is None:
+            raise HTTPException(404, "this console reads no control plane (run it with VNX_BUS=kafka, or inside "
+                                     "`vidnexus run --console-port`)")
+        return control
+
     @api.get(f"{API_PREFIX}/plan", tags=["plan"],
              summary="The scheduler's newest plan: executors, sessions per executor and batch, rates, splits")
     def current_plan(_: Role = reader) -> dict[str, Any]:
-        if plan is None:
-            raise HTTPException(404, "this console follows no scheduler (run it with VNX_BUS=kafka, or inside "
-                                     "`vidnexus run --console`)")
-        p = plan()
+        p = _control().plan()
         if p is None:
             raise HTTPException(404, "no plan yet: the scheduler has not published one")
         doc: dict[str, Any] = json.loads(encode_plan(p))
         return doc
+
+    @api.get(f"{API_PREFIX}/sessions", tags=["plan"],
+             summary="Every executor's sessions: planned and running batch, rate, latency, SLO attainment, drops")
+    def sessions(_: Role = reader) -> dict[str, Any]:
+        c = _control()
+        p = c.plan()
+        now = wall()
+        out = []
+        for st in c.stats():
+            planned = p.assignment_of(st.executor) if p is not None else {}
+            out.append({"executor": st.executor, "device": st.device, "age_s": round(max(0.0, now - st.ts), 1),
+                        "every_s": st.every_s, "serving": list(st.serving), "sessions": [
+                            {"session": x.session, "model": x.model, "slo_ms": x.slo_ms, "origin": x.origin,
+                             "batch": st.targets.get(x.session), "planned_batch": planned.get(x.session),
+                             "rate": round(x.rate_recent, 2), "arrivals": x.arrivals, "replies": x.replies,
+                             "within_slo": round(x.within_slo / x.arrivals, 4) if x.arrivals else None,
+                             "drops": dict(x.drops), "mean_batch": round(x.mean_batch, 2),
+                             "latency_p50_ms": _finite(x.latency_p50_ms), "latency_p99_ms": _finite(x.latency_p99_ms),
+                             "queue_p50_ms": _finite(x.queue_p50_ms),
+                             "device_busy": round(x.device_busy_fraction, 4)} for x in st.sessions]})
+        return {"epoch": p.epoch if p is not None else None, "devices": p.devices if p is not None else None,
+                "executors": out}
 
     # -- drops ----------------------------------------------------------------------------------
     @api.get(f"{API_PREFIX}/drops", tags=["results"],
@@ -340,41 +486,41 @@ def build_api(store: Store, tokens: Tokens, *, plan: Callable[[], EpochPlan | No
         from vidnexus.operators.engine import FRAMES_TABLE
 
         since = wall_time() - minutes * 60
-        with lock:
-            if not store.query(f"EXISTS TABLE {FRAMES_TABLE.name}").scalar():
-                return {"minutes": minutes, "apps": {}}
-            res = store.query(f"SELECT app, argMax(status, version), argMax(reasons, version) FROM {FRAMES_TABLE.name} "
-                              f"WHERE ingest_ts >= {since:.3f} GROUP BY app, stream, frame_no")
+        if not store.query(f"EXISTS TABLE {FRAMES_TABLE.name}").scalar():
+            return {"minutes": minutes, "apps": {}}
+        # A frame's row with the highest version: its best outcome, then its newest run.
+        res = store.query(f"SELECT app, s, r, count() FROM (SELECT app, argMax(status, version) AS s, "
+                          f"argMax(reasons, version) AS r FROM {FRAMES_TABLE.name} WHERE ingest_ts >= {since:.3f} "
+                          f"GROUP BY app, stream, frame_no) GROUP BY app, s, r")
         apps: dict[str, dict[str, dict[str, int]]] = {}
-        for app, status, reasons in res.rows:
+        for app, status, reasons, frames in res.rows:
             a = apps.setdefault(str(app), {"frames": {}, "drops": {}})
-            a["frames"][status] = a["frames"].get(status, 0) + 1
+            a["frames"][status] = a["frames"].get(status, 0) + int(frames)
             for part in str(reasons or "").split(","):  # "early_drop:2,flood:map[0]:40": the count is last
                 reason, _sep, n = part.rpartition(":")
                 if reason:
-                    a["drops"][reason] = a["drops"].get(reason, 0) + (int(n) if n.isdigit() else 1)
+                    a["drops"][reason] = a["drops"].get(reason, 0) + (int(n) if n.isdigit() else 1) * int(frames)
         return {"minutes": minutes, "apps": apps}
 
     # -- sql ------------------------------------------------------------------------------------
     @api.post(f"{API_PREFIX}/sql", tags=["results"], summary="One read-only statement (the SQL endpoint's guard)")
     def sql(body: SqlIn, _: Role = reader) -> Any:
         t0 = clock.now()
-        if len(body.query.encode()) > limits.max_body_bytes:
+        if len(body.query.encode()) > limits.max_body_bytes:  # the SQL endpoint's limit
             raise field_error("query", f"query longer than {limits.max_body_bytes} bytes", 413)
         try:
             checked = guard_().check(body.query)
         except RefusedQuery as e:
             return JSONResponse({"error": str(e)}, status_code=403)
         try:
-            with lock:
-                res, cut = guard_().run(checked, limits)
+            res, cut = guard_().run(checked, limits)
         except ConnectorError as e:
             return JSONResponse({"error": str(e)}, status_code=400)
         return {"columns": list(res.columns), "types": list(res.types),
                 "rows": json.loads(json.dumps([list(r) for r in res.rows], default=str)),
                 "truncated": cut, "elapsed_ms": round((clock.now() - t0) * 1000, 2)}
 
-    api.state.store = store
+    api.state.store, api.state.control = store, control
     api.state.close = lambda: made["guard"].close() if "guard" in made else None
     return api
 
@@ -388,41 +534,61 @@ def openapi_document() -> dict[str, Any]:
 class ConsoleServer:
     """Serve :func:`build_api` with uvicorn on ``host:port`` in a thread until :meth:`stop`."""
 
-    def __init__(self, store: Store, tokens: Tokens, host: str = "127.0.0.1", port: int = 8125, **api_args: Any) -> None:
+    def __init__(self, store: Store, tokens: Tokens, host: str = "127.0.0.1", port: int = 8125, *,
+                 close_control: bool = False, **api_args: Any) -> None:
+        """``api_args`` go to :func:`build_api`; with ``close_control`` :meth:`stop` closes its
+        ``control`` watcher too."""
         import socket
 
         import uvicorn
 
         self.api = build_api(store, tokens, **api_args)
+        self._control = api_args.get("control") if close_control else None
         self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, port))  # bound now: a taken port is an error here, and port 0 gets its number
         self.address: tuple[str, int] = self._sock.getsockname()[:2]
-        self.server = uvicorn.Server(uvicorn.Config(self.api, log_level="warning", access_log=False,
-                                                    lifespan="off"))
+        # No proxy headers: X-Forwarded-For from a local client would defeat the per-address back-off.
+        self.server = uvicorn.Server(uvicorn.Config(self.api, log_level="warning", access_log=False, lifespan="off",
+                                                    proxy_headers=False, timeout_graceful_shutdown=5))
         self._thread: threading.Thread | None = None
+        self._stopped = False
 
     @property
     def url(self) -> str:
-        return f"http://{self.address[0]}:{self.address[1]}"
+        host = self.address[0]
+        return f"http://[{host}]:{self.address[1]}" if ":" in host else f"http://{host}:{self.address[1]}"
 
     def start(self, timeout_s: float = 10.0) -> "ConsoleServer":
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True,
                                         name="vnx-console")
         self._thread.start()
-        deadline = time.monotonic() + timeout_s
+        clock = MonotonicClock()
+        deadline = clock.now() + timeout_s
         while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
+            if not self._thread.is_alive() or clock.now() > deadline:
+                self.stop()
                 raise VidnexusError(f"the console did not start on {self.url}")
-            time.sleep(0.01)
+            self._thread.join(0.01)
         return self
 
     def stop(self) -> None:
+        """Stop serving: requests in progress get 5 s to finish, then the server is forced down.
+        Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
         self.server.should_exit = True
         if self._thread is not None:
             self._thread.join(10)
+            if self._thread.is_alive():
+                self.server.force_exit = True
+                self._thread.join(5)
+            self._thread = None
         self._sock.close()
         self.api.state.close()
+        if self._control is not None:
+            self._control.close()
 
 
 if __name__ == "__main__":  # python -m vidnexus.roles.console > docs/openapi.json

@@ -183,13 +183,15 @@ class Embedded:
                 self.endpoint = SqlEndpoint(self.store, token, host, port)
             self.console = None
             if console is not None:
-                from vidnexus.roles.console import ConsoleServer
+                from vidnexus.contracts.topics import Topics
+                from vidnexus.roles.console import ConsoleServer, ControlWatcher
                 from vidnexus.roles.executor import repository
 
                 chost, cport, tokens = console
                 self.console = ConsoleServer(self.store, tokens, chost, cport,
-                                             plan=lambda: self.plans[-1] if self.plans else None,
-                                             repository=lambda: repository(self.settings), apps={app.name: app})
+                                             control=ControlWatcher(self.bus, Topics(self.settings.topic_prefix)),
+                                             repository=lambda: repository(self.settings), apps={app.name: app},
+                                             close_control=True)
         except BaseException:
             self.store.close()
             raise
@@ -288,6 +290,8 @@ class Embedded:
         return self.store.query(sql)
 
     def close(self) -> None:
+        if self.console is not None:
+            self.console.stop()  # idempotent: a run that failed before its end leaves it bound
         self.store.close()
 
     def __enter__(self) -> "Embedded":

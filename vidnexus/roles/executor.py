@@ -182,14 +182,13 @@ class ExecutorRole:
         """Load the models (warm, profiled), start the device and subscribe to the requests."""
         if self.executor is not None:
             return self
-        from vidnexus.gpu_executor.loading import prefix_batching
+        from vidnexus.gpu_executor.loading import served_runners
 
-        runners, profiles = self.load(sorted({s.model for s in self.specs.values()}))
-        self.groups, group_runners = prefix_batching(runners, self.device, declared_prefixes(self.settings, runners))
-        preprocess = {m: f for m in runners if (f := self.inputs(m)) is not None}
-        # A group's members run through its PrefixRunner only: their own full copies go, so the
-        # trunk is held once (the memory prefix batching saves).
-        runners = {m: r for m, r in runners.items() if m not in self.groups}
+        loaded, profiles = self.load(sorted({s.model for s in self.specs.values()}))
+        preprocess = {m: f for m in loaded if (f := self.inputs(m)) is not None}
+        # A group's members run through its PrefixRunner only: the trunk is held once.
+        runners, self.groups, group_runners = served_runners(loaded, self.device,
+                                                             declared_prefixes(self.settings, loaded))
         self.executor = Executor(list(self.specs.values()), runners, profiles, preprocess=preprocess,
                                  clock=self.clock, metrics=self.metrics, prefix_groups=self.groups,
                                  group_runners=group_runners, workers=self.workers, order=self.order).start()

@@ -7,7 +7,7 @@ import torch.nn as nn
 
 from vidnexus.gpu_executor.backend import DutyCycle, SessionSpec
 from vidnexus.gpu_executor.executor import Executor
-from vidnexus.gpu_executor.prefix import (Headed, PrefixRunner, detect_prefix_groups, module_signature,
+from vidnexus.gpu_executor.prefix import (Headed, PrefixRunner, detect_prefix_groups, held_bytes, module_signature,
                                           parameter_bytes, split_prefix)
 from vidnexus.contracts.profile import Profile
 
@@ -186,6 +186,20 @@ def test_declared_prefixes_group_and_the_served_executor_holds_one_trunk(tmp_pat
             a = trunk_a()
             ref_pa = a(torch.from_numpy(x[None]))[0].numpy()
         assert np.allclose(outs[0].output, ref_pa, atol=1e-5)  # pa's own trunk and head (the group's first)
+        # What the executor holds: one trunk (pa's) and two heads for the group, solo's full model.
+        held = held_bytes([*ex.runners.values(), *ex.group_runners.values()])
+        a, b = trunk_a(), trunk_b()
+        assert held == (parameter_bytes(a.trunk) + parameter_bytes(a.head) + parameter_bytes(b.head)
+                        + parameter_bytes(trunk_a()))
     finally:
         role.stop()
         role.close()
+
+
+def test_held_bytes_counts_a_shared_tensor_once():
+    from vidnexus.gpu_executor.runner import TorchRunner
+
+    m = trunk_a()
+    one, both = TorchRunner("a", m), [TorchRunner("a", m), TorchRunner("a2", m)]
+    assert held_bytes([one]) == held_bytes(both) == parameter_bytes(m) > 0
+    assert held_bytes([TorchRunner("a", m), TorchRunner("b", trunk_b())]) == 2 * parameter_bytes(m)

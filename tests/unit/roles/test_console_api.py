@@ -8,9 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from vidnexus.clock import wall_time
 from vidnexus.connectors.chdb_store import ChdbStore
-from vidnexus.contracts.plans import EpochPlan, LatencySplit
-from vidnexus.roles.console import API_PREFIX, ConsoleServer, Tokens, openapi_document
+from vidnexus.connectors.memory_bus import MemoryBus
+from vidnexus.contracts.plans import EpochPlan, LatencySplit, encode_plan
+from vidnexus.contracts.reports import AppReport, FanOut, encode_report
+from vidnexus.contracts.stats import ExecutorStats, SessionStats, encode_stats
+from vidnexus.contracts.topics import Topics
+from vidnexus.roles.console import API_PREFIX, ConsoleServer, ControlWatcher, Tokens, openapi_document
 
 READ, ADMIN = "read-token-0123456789", "admin-token-0123456789"
 ROOT = Path(__file__).resolve().parents[3]
@@ -35,14 +40,33 @@ def server(tmp_path_factory):
     data = tmp_path_factory.mktemp("console")
     store = ChdbStore(data / "chdb")
     repo = Repo(data).repo
-    plans = [EpochPlan(1, 7, 0.0, assignments={"ex1": {"mine-50ms": 4}}, devices=1, executors=("ex1",),
-                       splits={"traffic": LatencySplit(True, "", {"car_colours": 120.0}, {"car_colours": 100.0},
-                                                       {"car_colours": 1.0}, 1.2, {"car_colours": 10.0})})]
-    srv = ConsoleServer(store, Tokens(READ, ADMIN), "127.0.0.1", 0, plan=lambda: plans[-1],
-                        repository=lambda: repo).start()
+    bus, topics = MemoryBus(), Topics("console")
+    srv = ConsoleServer(store, Tokens(READ, ADMIN), "127.0.0.1", 0, control=ControlWatcher(bus, topics),
+                        repository=lambda: repo, close_control=True).start()
+    srv.bus, srv.topics = bus, topics
     yield srv
     srv.stop()
     store.close()
+
+
+def publish_control(srv):
+    """A plan, an executor's stats and a worker's app report, as the scheduler, executor and worker
+    publish them."""
+    split = LatencySplit(True, "", {"car_colours": 120.0}, {"car_colours": 100.0}, {"car_colours": 1.0}, 1.2,
+                         {"car_colours": 10.0})
+    for epoch in (6, 7):
+        srv.bus.publish(srv.topics.control, b"plan", encode_plan(EpochPlan(
+            1, epoch, 0.0, assignments={"ex1": {"mine-50ms": 4}}, devices=1, executors=("ex1",),
+            splits={"traffic": split})))
+    srv.bus.publish(srv.topics.control, b"plan", b"{not a plan")
+    sess = SessionStats("mine-50ms", "mine", 50.0, arrivals=200, replies=198, within_slo=190,
+                        drops={"early_drop": 2}, mean_batch=3.5, rate_recent=40.0, latency_p50_ms=12.0,
+                        latency_p99_ms=float("nan"), device_busy_fraction=0.5)
+    srv.bus.publish(srv.topics.stats, b"ex1", encode_stats(ExecutorStats("ex1", "cpu", wall_time(), {"mine-50ms": 3},
+                                                                         ("mine-50ms",), {}, (sess,), 5.0)))
+    fo = FanOut(frames=10, calls={"car_colours": 30}, ok={"car_colours": 30}, edges={("frames", "car_colours"): 30})
+    srv.bus.publish(srv.topics.apps, b"traffic/w1",
+                    encode_report(AppReport("traffic", "w1", 400.0, ("car_colours",), (("frames", "car_colours"),), fo)))
 
 
 def call(srv, method, path, body=None, token=READ):
@@ -54,7 +78,11 @@ def call(srv, method, path, body=None, token=READ):
         with urllib.request.urlopen(req, timeout=30) as r:
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+        body = e.read()
+        try:
+            return e.code, json.loads(body)
+        except ValueError:
+            return e.code, body.decode(errors="replace")
 
 
 def test_health_needs_no_token(server):
@@ -71,6 +99,23 @@ def test_changes_need_the_admin_token(server):
     code, doc = call(server, "POST", "/streams", {"name": "cam", "url": "synthetic://hud?fps=5&seconds=1"})
     assert code == 403 and "admin token" in doc["detail"]
     assert call(server, "GET", "/streams/cam")[0] == 404  # nothing was registered
+    assert call(server, "POST", "/streams", {"name": "cam0", "url": "synthetic://hud?fps=5&seconds=1"}, ADMIN)[0] == 201
+    for method, path in [("POST", "/streams/cam0/pause"), ("POST", "/streams/cam0/resume"), ("DELETE", "/streams/cam0")]:
+        assert call(server, method, path)[0] == 403
+    assert call(server, "GET", "/streams/cam0")[1]["state"] == "enabled"
+    assert call(server, "DELETE", "/streams/cam0", token=ADMIN)[0] == 200
+
+
+def test_wrong_tokens_back_off_per_address(server):
+    srv = ConsoleServer(server.api.state.store, Tokens(READ, ADMIN), "127.0.0.1", 0).start()  # its own back-off
+    try:
+        codes = [call(srv, "GET", "/streams", token="wrong-token-0123456789")[0] for _ in range(6)]
+        assert codes == [401] * 6  # five free failures, the sixth starts a 1 s wait
+        code, doc = call(srv, "GET", "/streams")  # even the right token waits now
+        assert code == 429 and "retry in" in doc["detail"]
+        assert repr(Tokens(READ, ADMIN)).count("token-0123456789") == 0  # never in a repr or a traceback
+    finally:
+        srv.stop()
 
 
 def test_stream_lifecycle(server):
@@ -87,7 +132,7 @@ def test_stream_lifecycle(server):
     assert call(server, "POST", "/streams/cam1/resume", token=ADMIN)[1]["state"] == "enabled"
     assert call(server, "DELETE", "/streams/cam1", token=ADMIN)[1]["state"] == "removed"
     assert call(server, "GET", "/streams")[1] == []
-    assert [s["name"] for s in call(server, "GET", "/streams?all=true")[1]] == ["cam1"]
+    assert "cam1" in [s["name"] for s in call(server, "GET", "/streams?all=true")[1]]
     for method, path in [("GET", "/streams/nope"), ("POST", "/streams/nope/pause"), ("DELETE", "/streams/nope")]:
         assert call(server, method, path, token=ADMIN)[0] == 404
 
@@ -101,6 +146,8 @@ def test_stream_lifecycle(server):
     ({"name": "c", "url": "synthetic://hud", "tags": {"line.a": "1,2,3"}}, "tags"),
     ({"name": "c", "url": "synthetic://hud", "colour": "red"}, "colour"),
     ({"url": "synthetic://hud"}, "name"),
+    ({"name": "c", "url": "synthetic://hud", "until": 0}, "until"),
+    ({"name": "c", "url": "synthetic://hud", "apps": ["os:path"]}, "apps"),  # no imports over HTTP
 ])
 def test_validation_errors_name_the_field(server, body, field):
     code, doc = call(server, "POST", "/streams", body, ADMIN)
@@ -110,17 +157,36 @@ def test_validation_errors_name_the_field(server, body, field):
 
 def test_a_source_that_does_not_probe_is_refused(server, tmp_path):
     code, doc = call(server, "POST", "/streams", {"name": "gone", "url": str(tmp_path / "missing.mp4")}, ADMIN)
-    assert code == 422 and "missing.mp4" in doc["detail"]
+    assert code == 422 and doc["detail"][0]["loc"] == ["body", "url"] and "missing.mp4" in doc["detail"][0]["msg"]
     assert call(server, "GET", "/streams/gone")[0] == 404
+    code, doc = call(server, "POST", "/streams", {"name": "both", "url": "synthetic://hud", "fps": 2, "every_n": 3},
+                     ADMIN)
+    assert code == 422 and doc["detail"][0]["loc"] == ["body"], doc  # the registry's own checks, in the same shape
+
+
+def test_a_camera_password_is_not_shown(server):
+    code, doc = call(server, "POST", "/streams", {"name": "ipcam", "url": "rtsp://cam:s3cret@10.0.0.5:554/live",
+                                                  "probe": False}, ADMIN)
+    assert code == 201 and doc["url"] == "rtsp://cam:***@10.0.0.5:554/live"
+    assert "s3cret" not in json.dumps(call(server, "GET", "/streams")[1])
+    call(server, "DELETE", "/streams/ipcam", token=ADMIN)
+
+
+def test_a_body_past_the_limit_is_refused(server):
+    code, _ = call(server, "POST", "/sql", {"query": "SELECT 1 -- " + "x" * 300_000})
+    assert code == 413
 
 
 def test_apps(server):
+    publish_control(server)
     code, apps = call(server, "GET", "/apps")
     assert code == 200 and {"hud", "game", "traffic", "dance"} <= {a["name"] for a in apps}
     code, t = call(server, "GET", "/apps/traffic")
     assert code == 200 and t["slo_ms"] > 0 and "car_colours" in t["models"] and ["frames", "car_colours"] in t["edges"]
     assert "traffic_objects" in t["tables"] and t["even_split_ms"]["car_colours"] > 0
     assert t["split"]["budgets_ms"] == {"car_colours": 120.0} and t["split"]["epoch"] == 7
+    assert t["fanout"] == {"workers": 1, "frames": 10, "edges": [
+        {"parent": "frames", "child": "car_colours", "requests": 30, "gamma": 3.0}]}
     assert call(server, "GET", "/apps/nope")[0] == 404
 
 
@@ -136,9 +202,18 @@ def test_models(server):
     assert call(server, "GET", "/models/nope")[0] == 404
 
 
-def test_plan(server):
+def test_plan_and_sessions(server):
+    publish_control(server)
     code, p = call(server, "GET", "/plan")
     assert code == 200 and p["epoch"] == 7 and p["assignments"] == {"ex1": {"mine-50ms": 4}} and p["devices"] == 1
+    assert server.api.state.control.malformed >= 1  # the broken document was skipped
+    code, s = call(server, "GET", "/sessions")
+    assert code == 200 and (s["epoch"], s["devices"]) == (7, 1)
+    (ex,) = s["executors"]
+    assert ex["executor"] == "ex1" and ex["serving"] == ["mine-50ms"] and ex["age_s"] < 60
+    (sess,) = ex["sessions"]
+    assert sess["batch"] == 3 and sess["planned_batch"] == 4 and sess["within_slo"] == 0.95
+    assert sess["drops"] == {"early_drop": 2} and sess["latency_p50_ms"] == 12.0 and sess["latency_p99_ms"] is None
 
 
 def test_drops_by_reason(server):
@@ -168,7 +243,8 @@ def test_sql_is_read_only(server):
     assert code == 200 and r["columns"] == ["two"] and r["rows"] == [[2]]
     code, r = call(server, "POST", "/sql", {"query": "DROP TABLE vnx_frames"}, ADMIN)
     assert code == 403
-    assert call(server, "POST", "/sql", {"query": "SELECT no_such_column FROM vnx_frames"})[0] == 400
+    code, r = call(server, "POST", "/sql", {"query": "SELECT no_such_column_xyz"})
+    assert code == 400 and "no_such_column_xyz" in r["error"]
 
 
 def test_tokens_are_checked():
@@ -183,7 +259,8 @@ def test_the_committed_openapi_document_is_current(server):
     assert served == openapi_document()
     committed = json.loads((ROOT / "docs" / "openapi.json").read_text())
     assert committed == served, "docs/openapi.json is stale: python -m vidnexus.roles.console > docs/openapi.json"
-    assert {"/api/v1/streams", "/api/v1/streams/{name}/pause", "/api/v1/sql", "/api/v1/plan"} <= set(served["paths"])
+    assert {"/api/v1/streams", "/api/v1/streams/{name}/pause", "/api/v1/sql", "/api/v1/plan",
+                                "/api/v1/sessions"} <= set(served["paths"])
 
 
 def test_vidnexus_console_serves_until_sigterm(tmp_path):
@@ -192,19 +269,21 @@ def test_vidnexus_console_serves_until_sigterm(tmp_path):
     import signal
     import subprocess
     import sys
+    import threading
+    import time
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("VNX_")}
     env.update(VNX_DATA_DIR=str(tmp_path / "data"), VNX_WORK_DIR=str(tmp_path), VNX_BUS="memory")
     p = subprocess.Popen([sys.executable, "-m", "vidnexus", "console", "--port", "0"], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        lines = []
-        for line in p.stderr:
-            lines.append(line)
-            if m := re.search(r"console: (http://\S+)/api/v1 ", line):
-                break
-        else:
-            raise AssertionError("".join(lines))
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(p.stderr), daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 120
+        while not (m := re.search(r"console: (http://\S+)/api/v1 ", "".join(lines))):
+            assert p.poll() is None and time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.1)
         assert any("generated a token" in x for x in lines)  # said, never printed
         read = (tmp_path / "data" / "console-token").read_text().strip()
         admin = (tmp_path / "data" / "console-admin-token").read_text().strip()
@@ -216,9 +295,13 @@ def test_vidnexus_console_serves_until_sigterm(tmp_path):
 
         assert call(Srv, "GET", "/streams", token=read) == (200, [])
         assert call(Srv, "POST", "/streams", {"name": "c", "url": "synthetic://hud?fps=5&seconds=1"}, admin)[0] == 201
-        assert call(Srv, "GET", "/plan", token=read)[0] == 404  # the memory bus: no scheduler to follow
+        assert call(Srv, "GET", "/plan", token=read)[0] == 404  # no bus to read a control plane from
+        assert call(Srv, "GET", "/sessions", token=read)[0] == 404
         p.send_signal(signal.SIGTERM)
-        assert p.wait(30) == 0 and "console: stopped" in p.stderr.read()
+        assert p.wait(30) == 0
+        reader.join(10)
+        out = "".join(lines)
+        assert "console: stopped" in out and read not in out and admin not in out
     finally:
         if p.poll() is None:
             p.kill()
