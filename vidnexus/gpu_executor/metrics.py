@@ -86,9 +86,16 @@ class SessionMetrics:
     first_arrival: float | None = None
     last_arrival: float | None = None
 
+    def copy(self) -> "SessionMetrics":
+        """A copy to summarize without holding the executor's lock (the device thread records every
+        reply under it)."""
+        return SessionMetrics(self.session_id, self.arrivals, self.replies, self.within_slo, Counter(self.drops),
+                              Counter(self.batches), deque(self.latency_s), deque(self.queue_s), self.first_arrival,
+                              self.last_arrival)
+
     def snapshot(self, busy_s: float, elapsed_s: float) -> dict[str, Any]:
-        lat = list(self.latency_s)
-        q = list(self.queue_s)
+        lat = sorted(self.latency_s)  # sorted once: percentile() of a sorted list sorts in linear time
+        q = sorted(self.queue_s)
         span = (
             (self.last_arrival - self.first_arrival)
             if self.first_arrival is not None and self.last_arrival is not None
@@ -194,5 +201,9 @@ class ExecutorMetrics:
             self._prom.within_slo.labels(sid).inc(1 if within_slo else 0)  # 0: the series exists at 0% too
 
     def snapshot(self, elapsed_s: float) -> list[dict[str, Any]]:
+        """Every session's counters and latency percentiles. Only the copy is made under the lock:
+        sorting 20,000 latencies per session while holding it stalled the device thread (~40 ms
+        every stats report at 300 req/s)."""
         with self._lock:
-            return [m.snapshot(self.busy_s, elapsed_s) for m in self.sessions.values()]
+            copies, busy = [m.copy() for m in self.sessions.values()], self.busy_s
+        return [m.snapshot(busy, elapsed_s) for m in copies]

@@ -219,8 +219,9 @@ class ExecutorRole:
         now = self.clock.now()
         if now >= self._next_report:
             self._next_report = now + self.stats_every_s
-            self.report(now)
-            self.summarize(now)
+            seen = self.executor.stats() if self.executor is not None else []  # once for both
+            self.report(now, seen)
+            self.summarize(now, seen)
         if self._follower is not None:
             plan = self._follower.newest()
             if plan is not None:
@@ -253,10 +254,11 @@ class ExecutorRole:
             self._follower = None
 
     # -- stats ---------------------------------------------------------------------------------
-    def stats(self, now: float) -> ExecutorStats:
-        """Every hosted session (also those with no request yet), with its rate since the last report."""
+    def stats(self, now: float, snapshot: list[dict[str, Any]] | None = None) -> ExecutorStats:
+        """Every hosted session (also those with no request yet), with its rate since the last report
+        (``snapshot``: the executor's stats when the caller has them already)."""
         assert self.executor is not None and self.service is not None
-        seen = {st["session"]: st for st in self.executor.stats()}
+        seen = {st["session"]: st for st in (self.executor.stats() if snapshot is None else snapshot)}
         t0, counts = self._last_report
         sessions = []
         for sid, spec in self.specs.items():
@@ -273,13 +275,13 @@ class ExecutorRole:
                              tuple(sorted(t.rsplit(".req.", 1)[-1] for t in self.service.topics)),
                              dict(self.executor.core.profiles()), tuple(sessions), self.stats_every_s)
 
-    def summarize(self, now: float) -> None:
+    def summarize(self, now: float, snapshot: list[dict[str, Any]] | None = None) -> None:
         """The periodic summary line, when due: requests answered within their SLO (ok), late, and
         dropped by reason, over every session."""
         if self.on_summary is None or self.executor is None:
             return
         counts: dict[str, int] = {}
-        for st in self.executor.stats():
+        for st in (self.executor.stats() if snapshot is None else snapshot):
             ok = int(st.get("within_slo", 0))
             counts["ok"] = counts.get("ok", 0) + ok
             counts["late"] = counts.get("late", 0) + int(st.get("replies", 0)) - ok
@@ -289,9 +291,9 @@ class ExecutorRole:
         if out is not None:
             self.on_summary(*out)
 
-    def report(self, now: float) -> None:
+    def report(self, now: float, snapshot: list[dict[str, Any]] | None = None) -> None:
         try:
-            self.bus.publish(self.topics.stats, self.id.encode(), encode_stats(self.stats(now)))
+            self.bus.publish(self.topics.stats, self.id.encode(), encode_stats(self.stats(now, snapshot)))
         except Exception as e:  # stats are advisory: a failed publish must not stop serving
             logger.warning("cannot publish stats: %s", e)
 
