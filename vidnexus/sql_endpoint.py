@@ -37,7 +37,7 @@ from vidnexus.connectors.store import Store
 from vidnexus.errors import ConnectorError, VidnexusError
 from vidnexus.sql_guard import RefusedQuery, SqlGuard, SqlLimits
 
-__all__ = ["RefusedQuery", "SqlEndpoint", "EndpointLimits", "AuthBackoff"]
+__all__ = ["RefusedQuery", "SqlEndpoint", "EndpointLimits", "AuthBackoff", "run_query"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +74,23 @@ class AuthBackoff:
 
     def succeeded(self, client: str) -> None:
         self._state.pop(client, None)
+
+
+def run_query(guard: SqlGuard, query: str, limits: SqlLimits, clock: Clock) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, JSON document) for one query through ``guard``: 200 with ``columns``, ``types``,
+    ``rows``, ``truncated`` and ``elapsed_ms``; 403 refused; 400 failed. The SQL endpoint and the
+    console's ``/sql`` both answer with it."""
+    t0 = clock.now()
+    try:
+        checked = guard.check(query)
+    except RefusedQuery as e:
+        return 403, {"error": str(e)}
+    try:
+        res, cut = guard.run(checked, limits)
+    except ConnectorError as e:
+        return 400, {"error": str(e)}
+    return 200, {"columns": list(res.columns), "types": list(res.types), "rows": [list(r) for r in res.rows],
+                 "truncated": cut, "elapsed_ms": round((clock.now() - t0) * 1000, 2)}
 
 
 class SqlEndpoint:
@@ -168,17 +185,7 @@ class SqlEndpoint:
 
     def run(self, query: str) -> tuple[int, dict[str, Any]]:
         """(HTTP status, JSON document) for one query."""
-        t0 = self._clock.now()
-        try:
-            checked = self.guard.check(query)
-        except RefusedQuery as e:
-            return 403, {"error": str(e)}
-        try:
-            res, cut = self.guard.run(checked, self.limits)
-        except ConnectorError as e:
-            return 400, {"error": str(e)}
-        return 200, {"columns": list(res.columns), "types": list(res.types), "rows": [list(r) for r in res.rows],
-                     "truncated": cut, "elapsed_ms": round((self._clock.now() - t0) * 1000, 2)}
+        return run_query(self.guard, query, self.limits, self._clock)
 
     def start(self) -> "SqlEndpoint":
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True, name="vnx-sql")

@@ -45,6 +45,7 @@ import numpy as np
 from vidnexus.benchmarks.machine import machine_info
 from vidnexus.benchmarks.openloop import drive, good_fraction, probe_goodput, probe_seconds
 from vidnexus.errors import VidnexusError
+from vidnexus.gpu_executor.backend import Order
 from vidnexus.gpu_executor.metrics import percentile
 from vidnexus.sim.loadgen import Arrival, arrivals, merge
 
@@ -238,7 +239,7 @@ def _measure(replay: Replay, mix: Sequence[tuple[float, float]], lo: float, hi: 
 
 
 def _vnx_inproc(runners: dict[str, Any], prof: Any, mix: Sequence[tuple[float, float]],
-                order: str = "laxity") -> Replay:
+                order: Order = "laxity") -> Replay:
     from vidnexus.gpu_executor.backend import SessionSpec
     from vidnexus.gpu_executor.executor import Executor
 
@@ -248,7 +249,7 @@ def _vnx_inproc(runners: dict[str, Any], prof: Any, mix: Sequence[tuple[float, f
     def replay(trace: Sequence[Arrival]) -> list[tuple[Arrival, Any]]:
         specs = [SessionSpec(f"s{k}", names[k], slo) for k, (_, slo) in enumerate(mix)]
         ex = Executor(specs, runners, {n: prof for n in names}, workers=1,
-                      preprocess={n: _converter(n) for n in names}, order=order).start()  # type: ignore[arg-type]
+                      preprocess={n: _converter(n) for n in names}, order=order).start()
         try:
             return drive(trace, lambda a: ex.submit(f"s{a.session_id}", x))
         finally:

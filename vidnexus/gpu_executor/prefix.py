@@ -59,8 +59,12 @@ def module_signature(module: Any) -> str:
     return h.hexdigest()
 
 
+def _tensors(module: Any) -> list[torch.Tensor]:
+    return list(module.parameters()) + list(module.buffers())
+
+
 def parameter_bytes(module: Any) -> int:
-    return sum(t.numel() * t.element_size() for t in list(module.parameters()) + list(module.buffers()))
+    return sum(t.numel() * t.element_size() for t in _tensors(module))
 
 
 def held_bytes(runners: Iterable[Any]) -> int:
@@ -73,7 +77,7 @@ def held_bytes(runners: Iterable[Any]) -> int:
         for m in modules:
             if m is None or not hasattr(m, "parameters"):
                 continue
-            for t in list(m.parameters()) + list(m.buffers()):
+            for t in _tensors(m):
                 seen[t.data_ptr()] = t.numel() * t.element_size()
     return sum(seen.values())
 

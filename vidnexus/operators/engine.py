@@ -31,7 +31,7 @@ from vidnexus.operators.windows import TumblingWindows
 from vidnexus.contracts.frames import Frame
 from vidnexus.gpu_executor.metrics import RecentTimes
 
-__all__ = ["InferBackend", "FrameOutcome", "ChainEngine", "FRAMES_TABLE", "StepError", "FanOut",
+__all__ = ["InferBackend", "FrameOutcome", "ChainEngine", "FRAMES_TABLE", "StepError", "FanOut", "parse_reasons",
            "KeyedDispatcher", "wants", "app_schemas"]
 
 logger = logging.getLogger(__name__)
@@ -60,6 +60,24 @@ own drop: the frame (or a step's requests) was already past its deadline before 
 A frame run again (a replay after a worker died) gets a second row; of a frame's rows, the best
 outcome wins, then the newest (``version``: see :mod:`vidnexus.operators.frame_version`), so a
 replay dropped as ``late`` never hides the answered run."""
+
+
+def parse_reasons(text: str) -> dict[str, int]:
+    """A ``vnx_frames.reasons`` value (what :meth:`FrameOutcome.frames_row` writes) back as reason →
+    count; the count is after the last ``:`` (a reason such as ``flood:map[0]`` has its own).
+
+    >>> parse_reasons("early_drop:2,flood:map[0]:40"), parse_reasons("")
+    ({'early_drop': 2, 'flood:map[0]': 40}, {})
+    """
+    out: dict[str, int] = {}
+    for part in text.split(","):
+        if not part:
+            continue
+        reason, _sep, n = part.rpartition(":")
+        if not reason:
+            reason, n = part, "1"
+        out[reason] = out.get(reason, 0) + (int(n) if n.isdigit() else 1)
+    return out
 
 
 def app_schemas(app: App) -> dict[str, TableSchema]:

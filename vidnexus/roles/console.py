@@ -24,6 +24,7 @@ import hmac
 import json
 import math
 import threading
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Literal, Mapping, Optional
 
@@ -36,10 +37,10 @@ from vidnexus.connectors.store import Store
 from vidnexus.clock import wall_time as wall
 from vidnexus.connectors.bus import Bus
 from vidnexus.contracts.plans import EpochPlan, decode_plan, encode_plan
-from vidnexus.contracts.reports import AppReport, decode_report
+from vidnexus.contracts.reports import AppReport, FanOut, decode_report
 from vidnexus.contracts.stats import ExecutorStats, decode_stats
 from vidnexus.contracts.topics import Topics
-from vidnexus.errors import CodecError, ConnectorError, StreamError, VidnexusError
+from vidnexus.errors import CodecError, StreamError, VidnexusError
 
 __all__ = ["API_PREFIX", "Tokens", "ControlWatcher", "ConsoleServer", "build_api", "openapi_document"]
 
@@ -127,22 +128,20 @@ def _fanout(reports: list[AppReport]) -> dict[str, Any] | None:
     over its workers; None before any report."""
     if not reports:
         return None
-    frames = sum(r.fanout.frames for r in reports)
-    ok: dict[str, int] = {}
-    edges: dict[tuple[str, str], int] = {}
+    ok: Counter[str] = Counter()
+    edges: Counter[tuple[str, str]] = Counter()
     for r in reports:
-        for m, n in r.fanout.ok.items():
-            ok[m] = ok.get(m, 0) + n
-        for e, n in r.fanout.edges.items():
-            edges[e] = edges.get(e, 0) + n
+        ok.update(r.fanout.ok)
+        edges.update(r.fanout.edges)
+    fo = FanOut(frames=sum(r.fanout.frames for r in reports), ok=dict(ok), edges=dict(edges))
 
     def gamma(parent: str, child: str) -> float | None:
-        base = frames if parent == "frames" else ok.get(parent, 0)
-        return round(edges[(parent, child)] / base, 3) if base else None
+        g = fo.gamma(parent, child)
+        return None if g is None else round(g, 3)
 
-    return {"workers": len(reports), "frames": frames,
+    return {"workers": len(reports), "frames": fo.frames,
             "edges": [{"parent": p, "child": c, "requests": n, "gamma": gamma(p, c)}
-                      for (p, c), n in sorted(edges.items())]}
+                      for (p, c), n in sorted(fo.edges.items())]}
 
 
 def _stream_doc(r: Any, status: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -237,7 +236,7 @@ def build_api(store: Store, tokens: Tokens, *, control: ControlWatcher | None = 
         sql_store: the store ``/sql`` reads through (``vidnexus console`` opens one as the
             server's read-only user, as ``vidnexus sql-server`` does); default ``store``.
     """
-    from vidnexus.sql_endpoint import AuthBackoff, EndpointLimits, RefusedQuery
+    from vidnexus.sql_endpoint import AuthBackoff, EndpointLimits, run_query
     from vidnexus.sql_guard import SqlGuard
     from vidnexus.streams.registry import StreamRegistry
 
@@ -482,10 +481,9 @@ def build_api(store: Store, tokens: Tokens, *, control: ControlWatcher | None = 
     @api.get(f"{API_PREFIX}/drops", tags=["results"],
              summary="Frames by outcome and drops by reason over the last minutes, per app")
     def drops(minutes: float = Query(10.0, gt=0, le=7 * 24 * 60), _: Role = reader) -> dict[str, Any]:
-        from vidnexus.clock import wall_time
-        from vidnexus.operators.engine import FRAMES_TABLE
+        from vidnexus.operators.engine import FRAMES_TABLE, parse_reasons
 
-        since = wall_time() - minutes * 60
+        since = wall() - minutes * 60
         if not store.query(f"EXISTS TABLE {FRAMES_TABLE.name}").scalar():
             return {"minutes": minutes, "apps": {}}
         # A frame's row with the highest version: its best outcome, then its newest run.
@@ -496,29 +494,17 @@ def build_api(store: Store, tokens: Tokens, *, control: ControlWatcher | None = 
         for app, status, reasons, frames in res.rows:
             a = apps.setdefault(str(app), {"frames": {}, "drops": {}})
             a["frames"][status] = a["frames"].get(status, 0) + int(frames)
-            for part in str(reasons or "").split(","):  # "early_drop:2,flood:map[0]:40": the count is last
-                reason, _sep, n = part.rpartition(":")
-                if reason:
-                    a["drops"][reason] = a["drops"].get(reason, 0) + (int(n) if n.isdigit() else 1) * int(frames)
+            for reason, n in parse_reasons(str(reasons or "")).items():
+                a["drops"][reason] = a["drops"].get(reason, 0) + n * int(frames)
         return {"minutes": minutes, "apps": apps}
 
     # -- sql ------------------------------------------------------------------------------------
     @api.post(f"{API_PREFIX}/sql", tags=["results"], summary="One read-only statement (the SQL endpoint's guard)")
     def sql(body: SqlIn, _: Role = reader) -> Any:
-        t0 = clock.now()
         if len(body.query.encode()) > limits.max_body_bytes:  # the SQL endpoint's limit
             raise field_error("query", f"query longer than {limits.max_body_bytes} bytes", 413)
-        try:
-            checked = guard_().check(body.query)
-        except RefusedQuery as e:
-            return JSONResponse({"error": str(e)}, status_code=403)
-        try:
-            res, cut = guard_().run(checked, limits)
-        except ConnectorError as e:
-            return JSONResponse({"error": str(e)}, status_code=400)
-        return {"columns": list(res.columns), "types": list(res.types),
-                "rows": json.loads(json.dumps([list(r) for r in res.rows], default=str)),
-                "truncated": cut, "elapsed_ms": round((clock.now() - t0) * 1000, 2)}
+        code, doc = run_query(guard_(), body.query, limits, clock)
+        return JSONResponse(json.loads(json.dumps(doc, default=str)), status_code=code)
 
     api.state.store, api.state.control = store, control
     api.state.close = lambda: made["guard"].close() if "guard" in made else None

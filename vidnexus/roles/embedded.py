@@ -33,7 +33,7 @@ from vidnexus.contracts.sessions import SessionKey
 from vidnexus.control.scheduler import SchedulerConfig
 from vidnexus.errors import ConfigError
 from vidnexus.operators.chain import App
-from vidnexus.operators.engine import app_schemas
+from vidnexus.operators.engine import app_schemas, parse_reasons
 from vidnexus.operators.infer import stage_slos
 from vidnexus.roles.executor import ExecutorRole, LoadModels
 from vidnexus.roles.ingest import IngestRole
@@ -282,7 +282,7 @@ class Embedded:
                           for s, n, p50, p99 in q.rows]
         for reasons, n in self.store.query(f"SELECT reasons, count() FROM vnx_frames FINAL WHERE {where} "
                                            "AND reasons != '' GROUP BY reasons").rows:
-            for kind in {part.rpartition(":")[0] or part for part in str(reasons).split(",") if part}:
+            for kind in parse_reasons(str(reasons)):
                 res.reasons[kind] = res.reasons.get(kind, 0) + int(n)
         return res
 

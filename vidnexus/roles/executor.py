@@ -254,11 +254,11 @@ class ExecutorRole:
             self._follower = None
 
     # -- stats ---------------------------------------------------------------------------------
-    def stats(self, now: float, snapshot: list[dict[str, Any]] | None = None) -> ExecutorStats:
-        """Every hosted session (also those with no request yet), with its rate since the last report
-        (``snapshot``: the executor's stats when the caller has them already)."""
+    def stats(self, now: float, snapshot: list[dict[str, Any]]) -> ExecutorStats:
+        """Every hosted session (also those with no request yet), with its rate since the last report;
+        ``snapshot`` is the executor's own stats (``Executor.stats``), taken once per report."""
         assert self.executor is not None and self.service is not None
-        seen = {st["session"]: st for st in (self.executor.stats() if snapshot is None else snapshot)}
+        seen = {st["session"]: st for st in snapshot}
         t0, counts = self._last_report
         sessions = []
         for sid, spec in self.specs.items():
@@ -275,13 +275,13 @@ class ExecutorRole:
                              tuple(sorted(t.rsplit(".req.", 1)[-1] for t in self.service.topics)),
                              dict(self.executor.core.profiles()), tuple(sessions), self.stats_every_s)
 
-    def summarize(self, now: float, snapshot: list[dict[str, Any]] | None = None) -> None:
+    def summarize(self, now: float, snapshot: list[dict[str, Any]]) -> None:
         """The periodic summary line, when due: requests answered within their SLO (ok), late, and
         dropped by reason, over every session."""
         if self.on_summary is None or self.executor is None:
             return
         counts: dict[str, int] = {}
-        for st in (self.executor.stats() if snapshot is None else snapshot):
+        for st in snapshot:
             ok = int(st.get("within_slo", 0))
             counts["ok"] = counts.get("ok", 0) + ok
             counts["late"] = counts.get("late", 0) + int(st.get("replies", 0)) - ok
@@ -291,7 +291,7 @@ class ExecutorRole:
         if out is not None:
             self.on_summary(*out)
 
-    def report(self, now: float, snapshot: list[dict[str, Any]] | None = None) -> None:
+    def report(self, now: float, snapshot: list[dict[str, Any]]) -> None:
         try:
             self.bus.publish(self.topics.stats, self.id.encode(), encode_stats(self.stats(now, snapshot)))
         except Exception as e:  # stats are advisory: a failed publish must not stop serving
