@@ -17,6 +17,7 @@ from tests.integration.conftest import kafka_bus_of
 from vidnexus.gpu_executor.client import ExecutorClient
 from vidnexus.contracts.stats import decode_stats
 from vidnexus.contracts.topics import Topics
+from tests.integration.test_kafka_bus import topic_configs
 
 
 @pytest.fixture
@@ -65,6 +66,10 @@ def test_two_models_replies_routed_to_the_right_callers(executor_proc):
     served = [line for line in metrics.splitlines() if line.startswith('vnx_requests_total{session="lenet5-300ms"}')]
     assert served and float(served[0].split()[-1]) >= 24
     assert 'vnx_batch_size_count{session="mobilenet_v3_small-2000ms"}' in metrics
+    # Each session's request topic keeps what its deadlines make worth keeping (twice the SLO, ≥ 10 s).
+    topics = Topics(settings.topic_prefix)
+    assert topic_configs(settings.kafka_bootstrap, topics.requests("lenet5-300ms"))["retention.ms"] == "10000"
+    assert topic_configs(settings.kafka_bootstrap, topics.requests("mobilenet_v3_small-2000ms"))["retention.ms"] == "10000"
     a.close(), b.close()
     bus.close()
 

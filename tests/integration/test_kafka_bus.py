@@ -186,3 +186,38 @@ def test_kafka_python_group_consumer_joins_once(kafka_bootstrap, topic):
             assert generation == 1
     finally:
         bus.close()
+
+
+def topic_configs(bootstrap: str, topic: str) -> dict[str, str]:
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    entries = admin.describe_configs([res])[res].result(timeout=20)
+    return {k: v.value for k, v in entries.items()}
+
+
+def test_a_topic_with_retention_keeps_seconds_in_small_segments(kafka_bus, kafka_bootstrap, topic):
+    """Request and reply topics are worthless past their deadline: they keep seconds, in 16 MiB
+    segments deleted a second after they expire, instead of the broker's 24 h of 150 KB requests."""
+    kafka_bus.create_topic(topic, partitions=1, retention_s=10)
+    c = topic_configs(kafka_bootstrap, topic)
+    assert (c["retention.ms"], c["segment.ms"], c["segment.bytes"], c["file.delete.delay.ms"]) == (
+        "10000", "10000", str(16 * 1024 * 1024), "1000")
+    assert c["cleanup.policy"] == "delete"
+    plain = f"{topic}-plain"
+    kafka_bus.create_topic(plain, partitions=1)
+    assert topic_configs(kafka_bootstrap, plain)["retention.ms"] == str(24 * 3600 * 1000)  # the broker's
+
+
+def test_the_executor_client_reply_topic_keeps_a_minute(kafka_bus, kafka_bootstrap):
+    from vidnexus.config import Settings
+    from vidnexus.contracts.topics import REPLY_RETENTION_S
+    from vidnexus.gpu_executor.client import ExecutorClient
+
+    settings = Settings(bus="kafka", kafka_bootstrap=kafka_bootstrap, topic_prefix=f"rt{uuid.uuid4().hex[:8]}")
+    client = ExecutorClient(kafka_bus, settings)
+    try:
+        assert topic_configs(kafka_bootstrap, client.reply_topic)["retention.ms"] == str(int(REPLY_RETENTION_S * 1000))
+    finally:
+        client.close()

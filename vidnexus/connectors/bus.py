@@ -79,8 +79,11 @@ class Bus(Protocol):
     process says so with a class attribute ``in_process = True`` (the memory bus): ingest then puts
     frames on it uncompressed."""
 
-    def create_topic(self, name: str, partitions: int = 4, *, compacted: bool = False) -> None:
-        """Create ``name`` if it does not exist (idempotent)."""
+    def create_topic(self, name: str, partitions: int = 4, *, compacted: bool = False,
+                     retention_s: float | None = None) -> None:
+        """Create ``name`` if it does not exist (idempotent). With ``retention_s``, records are
+        worthless after that long and a broker may delete them (requests and replies: past their
+        deadline; on Kafka see :func:`ephemeral_configs`). An existing topic keeps its configuration."""
         ...
 
     def delete_topic(self, name: str) -> None:
@@ -128,3 +131,19 @@ class Bus(Protocol):
     def close(self) -> None:
         """Flush and release connections."""
         ...
+
+
+def ephemeral_configs(retention_s: float) -> dict[str, str]:
+    """Kafka topic configs for records worthless after ``retention_s``: segments of 16 MiB (rolled
+    at least every ``retention_s``) deleted one second after they expire, so a topic of 150 KB
+    requests holds seconds of them, not the broker's default week (or the managed broker's day: a
+    test broker's directory once held 23 GB of benchmark requests). The broker still writes them
+    (Kafka flushes a segment when it rolls); it deletes expired segments at its retention check
+    (``log.retention.check.interval.ms``: 5 minutes by default, 5 s on the managed broker).
+
+        >>> ephemeral_configs(10)["retention.ms"], ephemeral_configs(10)["segment.ms"]
+        ('10000', '10000')
+    """
+    ms = str(max(1, int(retention_s * 1000)))
+    return {"retention.ms": ms, "segment.ms": ms, "segment.bytes": str(16 * 1024 * 1024),
+            "file.delete.delay.ms": "1000", "cleanup.policy": "delete"}

@@ -12,7 +12,7 @@ import threading
 import uuid
 from typing import Any, Mapping, Sequence
 
-from vidnexus.connectors.bus import Message
+from vidnexus.connectors.bus import Message, ephemeral_configs
 from vidnexus.errors import ConnectorError
 
 __all__ = ["ConfluentBus", "ConfluentConsumer"]
@@ -101,13 +101,16 @@ class ConfluentBus:
         self._flock = threading.Lock()
 
     # -- topics -------------------------------------------------------------------------------
-    def create_topic(self, name: str, partitions: int = 4, *, compacted: bool = False) -> None:
+    def create_topic(self, name: str, partitions: int = 4, *, compacted: bool = False,
+                     retention_s: float | None = None) -> None:
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # re-exported without `as`
 
         config = {"max.message.bytes": str(self.max_message_bytes + 64 * 1024)}
         if compacted:
             config["cleanup.policy"] = "compact"
+        elif retention_s is not None:
+            config.update(ephemeral_configs(retention_s))
         fut = self._admin.create_topics([NewTopic(name, partitions, 1, config=config)],
                                         operation_timeout=self.timeout_s, request_timeout=self.timeout_s * 2)[name]
         try:

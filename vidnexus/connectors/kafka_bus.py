@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
-from vidnexus.connectors.bus import Message
+from vidnexus.connectors.bus import Message, ephemeral_configs
 from vidnexus.errors import ConnectorError
 
 __all__ = ["KafkaBus", "KafkaGroupConsumer"]
@@ -75,11 +75,14 @@ class KafkaBus:
             raise _kafka_error("cannot connect", bootstrap, e) from None
         self._pending: list[Any] = []
 
-    def create_topic(self, name: str, partitions: int = 4, *, compacted: bool = False) -> None:
+    def create_topic(self, name: str, partitions: int = 4, *, compacted: bool = False,
+                     retention_s: float | None = None) -> None:
         from kafka.admin import NewTopic
         from kafka.errors import KafkaError, TopicAlreadyExistsError
 
         configs = {"cleanup.policy": "compact"} if compacted else {}
+        if retention_s is not None and not compacted:
+            configs.update(ephemeral_configs(retention_s))
         configs["max.message.bytes"] = str(self.max_message_bytes)
         try:
             self._admin.create_topics(

@@ -85,7 +85,9 @@ class MemoryBus:
         self.dormant_bytes = dormant_bytes
 
     # -- topics -------------------------------------------------------------------------------
-    def create_topic(self, name: str, partitions: int = 4, *, compacted: bool = False) -> None:
+    def create_topic(self, name: str, partitions: int = 4, *, compacted: bool = False,
+                     retention_s: float | None = None) -> None:
+        # ``retention_s`` is not needed here: a partition keeps only what its readers may still read.
         if partitions < 1:
             raise ConnectorError(f"topic {name!r}: partitions must be >= 1, got {partitions}")
         with self._cond:

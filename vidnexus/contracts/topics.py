@@ -14,7 +14,7 @@ from typing import Literal
 
 from vidnexus.contracts.sessions import SessionKey
 
-__all__ = ["Topics", "DeadLetterSource", "DEAD_LETTER_SOURCES"]
+__all__ = ["Topics", "DeadLetterSource", "DEAD_LETTER_SOURCES", "REPLY_RETENTION_S", "request_retention_s"]
 
 DeadLetterSource = Literal["frames", "requests", "replies", "rows", "control", "stats", "apps"]
 """The kinds of topic a role reads; a record of one that cannot be read goes to ``dead.<kind>``."""
@@ -22,6 +22,22 @@ DEAD_LETTER_SOURCES: tuple[DeadLetterSource, ...] = ("frames", "requests", "repl
                                                      "apps")
 _KINDS: dict[str, DeadLetterSource] = {**{k: k for k in DEAD_LETTER_SOURCES if k != "requests"}, "req": "requests"}
 """The first part of a topic's name (after the prefix) → its kind."""
+
+REPLY_RETENTION_S = 60.0
+"""How long a reply topic keeps its records: replies are read as they arrive; a minute covers a
+client that lags or restarts (replies are small, so keeping them costs the broker little)."""
+
+
+def request_retention_s(slo_s: float) -> float:
+    """How long a session's request topic keeps its records: a request is worthless once its
+    deadline has passed, so twice the SLO, and at least 10 s (an executor that falls 10 s behind
+    answers nothing on time anyway), so a broker holds seconds of 150 KB requests, not days
+    (:func:`vidnexus.connectors.bus.ephemeral_configs`).
+
+        >>> request_retention_s(0.1), request_retention_s(60.0)
+        (10.0, 120.0)
+    """
+    return max(10.0, 2.0 * slo_s)
 
 
 @dataclass(frozen=True)

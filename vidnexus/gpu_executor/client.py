@@ -31,7 +31,7 @@ from vidnexus.connectors.dead_letter import DeadLetters
 from vidnexus.contracts.replies import Reply
 from vidnexus.contracts.requests import InferRequest, decode_reply, encode_request
 from vidnexus.contracts.sessions import SessionKey
-from vidnexus.contracts.topics import Topics
+from vidnexus.contracts.topics import REPLY_RETENTION_S, Topics
 from vidnexus.errors import CodecError, ConnectorError, VidnexusError
 from vidnexus.gpu_executor.metrics import recent_quantile
 
@@ -78,7 +78,7 @@ class ExecutorClient:
         self._clock = clock or MonotonicClock()
         self.topics = Topics(settings.topic_prefix)
         self.reply_topic = self.topics.replies(name or uuid.uuid4().hex[:12])
-        bus.create_topic(self.reply_topic, 1)
+        bus.create_topic(self.reply_topic, 1, retention_s=REPLY_RETENTION_S)
         self.dead_letters = dead_letters or DeadLetters(bus, self.topics, f"client {self.reply_topic}")
         self.dead_letters.expect("replies")
         self._futures: dict[str, tuple[list[Future[Reply]], float]] = {}  # request id → (one per input, sent)

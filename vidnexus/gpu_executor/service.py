@@ -23,7 +23,7 @@ from vidnexus.connectors.dead_letter import DeadLetters
 from vidnexus.connectors.watchdog import GroupWatchdog
 from vidnexus.contracts.replies import Reply
 from vidnexus.contracts.requests import decode_request, encode_reply
-from vidnexus.contracts.topics import Topics
+from vidnexus.contracts.topics import Topics, request_retention_s
 from vidnexus.errors import CodecError
 from vidnexus.gpu_executor.executor import Executor
 
@@ -42,8 +42,8 @@ class ExecutorService:
         self.names = Topics(settings.topic_prefix)
         self.sessions: Sequence[str] = [s.session_id for s in executor.core.sessions()]
         self.topics = [self.names.requests(s) for s in self.sessions]
-        for t in self.topics:
-            bus.create_topic(t, partitions)
+        for s in self.sessions:
+            self._create_requests(s, partitions)
         self.dead_letters = (dead_letters or DeadLetters(bus, self.names, "executor")).expect("requests")
         self._stop = threading.Event()
         self._resubscribe = False
@@ -74,8 +74,13 @@ class ExecutorService:
     def add_session(self, session_id: str, partitions: int = 4) -> None:
         """A session the executor now hosts: its request topic exists and may be consumed."""
         if session_id not in self.sessions:
-            self.bus.create_topic(self.names.requests(session_id), partitions)
+            self._create_requests(session_id, partitions)
             self.sessions = [*self.sessions, session_id]
+
+    def _create_requests(self, session_id: str, partitions: int) -> None:
+        slo = next((s.slo_s for s in self.executor.core.sessions() if s.session_id == session_id), None)
+        self.bus.create_topic(self.names.requests(session_id), partitions,
+                              retention_s=request_retention_s(slo) if slo is not None else None)
 
     def remove_session(self, session_id: str) -> None:
         """The executor no longer hosts this session: never consume its topic again."""
