@@ -67,6 +67,13 @@ def test_quick_run_writes_the_json(name, tmp_path):
         assert doc["summary"]["frame_wire_over_float32"] < 0.25 and doc["summary"]["crop_wire_over_float32"] < 0.5
         assert {r["mode"] for r in doc["results"]} == {"serial", "overlapped", "overlapped (caller)",
                                                       "overlapped (auto)", "device only"}
+    if name == "weg":  # every specialization is one template's; the one-template rows are compact_a's
+        for r in doc["results"]:
+            assert sum(r["specializations_by_template"].values()) == r["specializations"], r
+        assert sum(doc["summary"]["specializations_by_template"].values()) == sum(
+            r["specializations"] for r in doc["results"])
+        assert {o["template"] for o in doc["summary"]["one_template"]} == {"compact_a"}
+        assert len(doc["summary"]["one_template"]) == 4
     if name == "cluster":  # every request is answered on time, late, or dropped with a reason
         for r in doc["results"]:
             assert r["requests"] == r["on_time"] + r["late"] + sum(r["drops"].values()) > 0, r

@@ -1,10 +1,12 @@
 """Prefix batching support on the torch side: detect models that share a prefix (same structure and
 weights of the leading layers) and run the prefix once on a merged batch, the suffixes per model.
 
-A model is split into a prefix ("trunk") and a suffix ("head") when it is a :class:`Headed` module or
-an ``nn.Sequential`` (everything but the last layer is the trunk). Two models share a prefix when their
-trunks hash the same (module structure + every parameter and buffer), or when the user declares a
-common prefix group at registration.
+A :class:`Headed` module is split into its trunk and head. ``nn.Sequential`` models are compared
+layer by layer, as Nexus finds common prefixes: models whose leading layers hash the same (structure +
+every parameter and buffer) share those layers as a trunk, at the deepest depth two or more of them
+share (each keeps at least one layer of its own as its head). Models that declare a common prefix
+group at registration form one group whatever their hashes (their trunk: the layers they share, else
+the first member's all-but-last).
 """
 
 from __future__ import annotations
@@ -82,21 +84,66 @@ def held_bytes(runners: Iterable[Any]) -> int:
     return sum(seen.values())
 
 
+def _prefix_hashes(seq: nn.Sequential) -> list[str]:
+    """Hash of the first 1, 2, … layers of ``seq`` (each layer's signature chained)."""
+    h, out = hashlib.sha256(), []
+    for layer in seq:
+        h.update(module_signature(layer).encode())
+        out.append(h.hexdigest())
+    return out
+
+
+def common_depth(models: Sequence[nn.Sequential]) -> int:
+    """How many leading layers every one of ``models`` shares (layer structure and weights), at most
+    the shortest's length less one (each keeps a head).
+
+    Example:
+        >>> torch.manual_seed(0) is not None
+        True
+        >>> a, b, c = nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)
+        >>> common_depth([nn.Sequential(a, b, c), nn.Sequential(a, b, nn.Linear(4, 3))])
+        2
+        >>> common_depth([nn.Sequential(a, c), nn.Sequential(nn.Linear(4, 4), c)])
+        0
+    """
+    hashes = [_prefix_hashes(m) for m in models]
+    limit = min(len(h) for h in hashes) - 1
+    depth = 0
+    while depth < limit and len({h[depth] for h in hashes}) == 1:
+        depth += 1
+    return depth
+
+
 def detect_prefix_groups(models: Mapping[str, Any], declared: Mapping[str, str] | None = None) -> dict[str, str]:
-    """model → group for every model whose trunk is shared with at least one other model."""
-    by_sig: dict[str, list[str]] = {}
+    """model → group for every model whose trunk is shared with at least one other model: declared
+    groups; Headed models with equal trunks; ``nn.Sequential`` models by their longest shared run
+    of leading layers, deepest first (two models sharing 10 layers group at 10 even if a third
+    shares only the first with them)."""
+    groups: dict[str, str] = {}
+    by_key: dict[str, list[str]] = {}
+    seqs: dict[str, list[str]] = {}
     for name, m in models.items():
-        parts = split_prefix(m)
-        if parts is None:
-            continue
-        key = ("declared:" + declared[name]) if declared and name in declared else module_signature(parts[0])
-        by_sig.setdefault(key, []).append(name)
-    groups = {}
-    for key, names in by_sig.items():
+        if declared and name in declared:
+            by_key.setdefault("declared:" + declared[name], []).append(name)
+        elif isinstance(m, Headed):
+            by_key.setdefault(module_signature(m.trunk), []).append(name)
+        elif isinstance(m, nn.Sequential) and len(m) >= 2:
+            seqs[name] = _prefix_hashes(m)
+    for key, names in by_key.items():
         if len(names) > 1:
-            gid = "prefix-" + key.replace("declared:", "")[:12]
             for n in names:
-                groups[n] = gid
+                groups[n] = "prefix-" + key.replace("declared:", "")[:12]
+    free = dict(seqs)
+    for depth in range(max((len(h) for h in seqs.values()), default=1) - 1, 0, -1):
+        buckets: dict[str, list[str]] = {}
+        for name, h in free.items():
+            if len(h) > depth:  # a head of at least one layer is left
+                buckets.setdefault(h[depth - 1], []).append(name)
+        for key, names in buckets.items():
+            if len(names) > 1:
+                for n in names:
+                    groups[n] = f"prefix-{key[:12]}"
+                    del free[n]
     return groups
 
 
@@ -114,6 +161,13 @@ class PrefixRunner:
     @classmethod
     def from_models(cls, models: Mapping[str, Any], device: str = "cpu",
                     postprocess: Callable[[Any], Any] | None = None) -> "PrefixRunner":
+        """One runner for a group: Sequential members share the layers they have in common (else, a
+        declared group, the first member's all-but-last); Headed members the first one's trunk."""
+        seqs = list(models.values())
+        if len(seqs) > 1 and all(isinstance(m, nn.Sequential) and len(m) >= 2 for m in seqs):
+            depth = common_depth(seqs)
+            if depth >= 1:
+                return cls(seqs[0][:depth], {k: m[depth:] for k, m in models.items()}, device, postprocess)
         splits = {k: split_prefix(m) for k, m in models.items()}
         bad = [k for k, s in splits.items() if s is None]
         if bad:

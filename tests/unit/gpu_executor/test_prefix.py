@@ -203,3 +203,29 @@ def test_held_bytes_counts_a_shared_tensor_once():
     one, both = TorchRunner("a", m), [TorchRunner("a", m), TorchRunner("a2", m)]
     assert held_bytes([one]) == held_bytes(both) == parameter_bytes(m) > 0
     assert held_bytes([TorchRunner("a", m), TorchRunner("b", trunk_b())]) == 2 * parameter_bytes(m)
+
+
+def test_sequential_models_share_their_longest_common_run_of_layers():
+    """Nexus finds the common prefix layer by layer: two models fine-tuned from one base with
+    different last two layers share the first three, whatever their heads; a third model that
+    shares only the first layer does not pull the group down to one layer."""
+    from vidnexus.gpu_executor.prefix import common_depth
+
+    torch.manual_seed(0)
+    base = [nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16)]
+    a = nn.Sequential(*base, nn.Linear(16, 4))
+    b = nn.Sequential(*base, nn.ReLU(), nn.Linear(16, 3))  # a two-layer head of its own
+    c = nn.Sequential(base[0], nn.Tanh(), nn.Linear(16, 2))
+    groups = detect_prefix_groups({"a": a, "b": b, "c": c})
+    assert groups.get("a") == groups.get("b") is not None and "c" not in groups
+    assert common_depth([a, b]) == 3 and common_depth([a, b, c]) == 1
+    runner = PrefixRunner.from_models({"a": a, "b": b})
+    assert len(runner.trunk) == 3 and len(runner.heads["b"]) == 2
+    assert parameter_bytes(runner.trunk) == sum(parameter_bytes(m) for m in base)
+    x = np.random.default_rng(0).random((8,), dtype=np.float32)
+    with torch.no_grad():
+        want_a, want_b = a(torch.from_numpy(x)[None])[0], b(torch.from_numpy(x)[None])[0]
+    got_a, got_b = runner.run_parts([("a", [x]), ("b", [x])])
+    assert np.allclose(got_a[0], want_a.numpy(), atol=1e-6) and np.allclose(got_b[0], want_b.numpy(), atol=1e-6)
+    # Identical models: each keeps its last layer as its head.
+    assert common_depth([a, nn.Sequential(*a)]) == 3
