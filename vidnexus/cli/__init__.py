@@ -315,19 +315,21 @@ def console_(
     cfg = settings()
     tokens = console_tokens(cfg, "console")
     store = open_store(cfg)
-    watcher, bus, sql_store = None, None, None
+    watcher, bus, sql_store, tap = None, None, None, None
     try:
         if cfg.store == "clickhouse":  # /sql as the server's read-only user, like `vidnexus sql-server`
             sql_store = open_store(cfg, reader=True)
         if cfg.bus == "kafka":
             from vidnexus.contracts.topics import Topics
             from vidnexus.roles.console import ControlWatcher
+            from vidnexus.roles.console_pages import FrameTap
 
             bus = open_bus(cfg)
             watcher = ControlWatcher(bus, Topics(cfg.topic_prefix))
+            tap = FrameTap(bus, Topics(cfg.topic_prefix))
         srv = ConsoleServer(store, tokens, host, port, control=watcher, repository=lambda: repository(cfg),
-                            sql_store=sql_store).start()
-        err_console.print(f"console: {srv.url}/api/v1 (OpenAPI: {srv.url}/api/v1/openapi.json)")
+                            sql_store=sql_store, tap=tap).start()
+        err_console.print(f"console: {srv.url}/ (API: {srv.url}/api/v1, OpenAPI: {srv.url}/api/v1/openapi.json)")
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *a: stop.set())
@@ -338,6 +340,8 @@ def console_(
     finally:
         if watcher is not None:
             watcher.close()
+        if tap is not None:
+            tap.close()
         if bus is not None:
             bus.close()
         if sql_store is not None:

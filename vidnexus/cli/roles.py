@@ -644,7 +644,7 @@ def _embedded(app: Any, streams: Any, *, fresh: bool, realtime_note: str, timeou
         api = ("127.0.0.1", console_port, console_tokens(cfg, "run"))
     run = Embedded(cfg, app, streams=streams, fresh=fresh, sql=sql, console=api)
     if run.console is not None:
-        err_console.print(f"run: console API at {run.console.url}/api/v1 (tokens: VNX_CONSOLE_TOKEN and "
+        err_console.print(f"run: console at {run.console.url}/ (API: {run.console.url}/api/v1; tokens: VNX_CONSOLE_TOKEN and "
                           f"VNX_CONSOLE_ADMIN_TOKEN, or {cfg.data_dir}/console-token and console-admin-token)")
     if sql is not None and run.endpoint is not None:
         path = cfg.data_dir / "sql-token"

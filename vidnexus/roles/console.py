@@ -225,7 +225,8 @@ class ControlWatcher:
 
 def build_api(store: Store, tokens: Tokens, *, control: ControlWatcher | None = None,
               repository: Callable[[], Any] | None = None, apps: Mapping[str, Any] | None = None,
-              sql_store: Store | None = None, clock: Clock | None = None, sql_limits: Any = None) -> Any:
+              sql_store: Store | None = None, clock: Clock | None = None, sql_limits: Any = None,
+              tap: Any = None, pages: bool = True) -> Any:
     """The FastAPI application over ``store`` (served by :class:`ConsoleServer`).
 
     Args:
@@ -235,6 +236,8 @@ def build_api(store: Store, tokens: Tokens, *, control: ControlWatcher | None = 
         apps: apps to show beside the built-in ones (an embedded run's own app), by name.
         sql_store: the store ``/sql`` reads through (``vidnexus console`` opens one as the
             server's read-only user, as ``vidnexus sql-server`` does); default ``store``.
+        tap: a :class:`~vidnexus.roles.console_pages.FrameTap` for the streams page's thumbnails.
+        pages: serve the web console's pages (:mod:`vidnexus.roles.console_pages`) beside the API.
     """
     from vidnexus.sql_endpoint import AuthBackoff, EndpointLimits, run_query
     from vidnexus.sql_guard import SqlGuard
@@ -323,6 +326,9 @@ def build_api(store: Store, tokens: Tokens, *, control: ControlWatcher | None = 
     @api.post(f"{API_PREFIX}/streams", tags=["streams"], status_code=201,
               summary="Register a stream (probed first unless probe is false)")
     def add_stream(body: StreamIn = Body(...), _: Role = admin) -> dict[str, Any]:
+        return _add(body)
+
+    def _add(body: StreamIn) -> dict[str, Any]:
         from vidnexus.apps import APP_REFS
         from vidnexus.operators.zones import parse_lines
         from vidnexus.streams.ingest import StreamSpec
@@ -379,6 +385,9 @@ def build_api(store: Store, tokens: Tokens, *, control: ControlWatcher | None = 
     # -- apps -----------------------------------------------------------------------------------
     @api.get(f"{API_PREFIX}/apps", tags=["apps"], summary="The built-in apps")
     def list_apps(_: Role = reader) -> list[dict[str, Any]]:
+        return _apps()
+
+    def _apps() -> list[dict[str, Any]]:
         from vidnexus.apps import known_apps
 
         listed = {**known_apps(), **{n: "" for n in extra_apps if n not in known_apps()}}
@@ -458,7 +467,9 @@ def build_api(store: Store, tokens: Tokens, *, control: ControlWatcher | None = 
     @api.get(f"{API_PREFIX}/sessions", tags=["plan"],
              summary="Every executor's sessions: planned and running batch, rate, latency, SLO attainment, drops")
     def sessions(_: Role = reader) -> dict[str, Any]:
-        c = _control()
+        return _sessions(_control())
+
+    def _sessions(c: ControlWatcher) -> dict[str, Any]:
         p = c.plan()
         now = wall()
         out = []
@@ -481,6 +492,9 @@ def build_api(store: Store, tokens: Tokens, *, control: ControlWatcher | None = 
     @api.get(f"{API_PREFIX}/drops", tags=["results"],
              summary="Frames by outcome and drops by reason over the last minutes, per app")
     def drops(minutes: float = Query(10.0, gt=0, le=7 * 24 * 60), _: Role = reader) -> dict[str, Any]:
+        return _drops(minutes)
+
+    def _drops(minutes: float) -> dict[str, Any]:
         from vidnexus.operators.engine import FRAMES_TABLE, parse_reasons
 
         since = wall() - minutes * 60
@@ -503,12 +517,85 @@ def build_api(store: Store, tokens: Tokens, *, control: ControlWatcher | None = 
     def sql(body: SqlIn, _: Role = reader) -> Any:
         if len(body.query.encode()) > limits.max_body_bytes:  # the SQL endpoint's limit
             raise field_error("query", f"query longer than {limits.max_body_bytes} bytes", 413)
-        code, doc = run_query(guard_(), body.query, limits, clock)
-        return JSONResponse(json.loads(json.dumps(doc, default=str)), status_code=code)
+        code, doc = _sql(body.query)
+        return JSONResponse(doc, status_code=code)
 
+    def _sql(query: str) -> tuple[int, dict[str, Any]]:
+        code, doc = run_query(guard_(), query, limits, clock)
+        return code, json.loads(json.dumps(doc, default=str))
+
+    if pages:
+        _mount_pages(api, tokens, backoff, backoff_lock, clock, registry_, _add, _sql, _apps, _sessions, _drops,
+                     control, extra_apps, tap)
     api.state.store, api.state.control = store, control
     api.state.close = lambda: made["guard"].close() if "guard" in made else None
     return api
+
+
+def _mount_pages(api: Any, tokens: Tokens, backoff: Any, backoff_lock: threading.Lock, clock: Clock,
+                 registry_: Callable[[], Any], add: Callable[[StreamIn], dict[str, Any]],
+                 sql: Callable[[str], tuple[int, dict[str, Any]]], apps: Callable[[], list[dict[str, Any]]],
+                 sessions: Callable[[ControlWatcher], dict[str, Any]], drops: Callable[[float], dict[str, Any]],
+                 control: ControlWatcher | None, extra_apps: Mapping[str, Any], tap: Any) -> None:
+    """The web console's pages, doing what the API does through the same functions."""
+    from pydantic import ValidationError
+
+    from vidnexus.roles.console_pages import ConsoleOps, PageError, mount_pages
+
+    def role_of(token: str, client: str) -> str | None:
+        now = clock.now()
+        with backoff_lock:
+            wait = backoff.blocked_for(client, now)
+            if wait > 0:
+                raise PageError(f"too many wrong tokens from this address; retry in {math.ceil(wait)} s")
+            role = tokens.role(f"Bearer {token}")
+            if role is None:
+                backoff.failed(client, now)
+            else:
+                backoff.succeeded(client)
+        return role
+
+    def add_from_form(values: dict[str, Any]) -> dict[str, Any]:
+        fields: dict[str, Any] = {"name": values.get("name", "").strip(), "url": values.get("url", "").strip()}
+        if values.get("app"):
+            fields["apps"] = [values["app"]]
+        for key in ("fps", "rate"):
+            if str(values.get(key, "")).strip():
+                fields[key] = str(values[key]).strip()
+        try:
+            body = StreamIn(**fields)
+        except ValidationError as e:
+            raise PageError("; ".join(f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}"
+                                      for err in e.errors())) from None
+        try:
+            return add(body)
+        except HTTPException as e:
+            detail = e.detail
+            if isinstance(detail, list):
+                raise PageError("; ".join(f"{(d.get('loc') or ['', ''])[-1] or 'stream'}: {d.get('msg')}"
+                                          for d in detail)) from None
+            raise PageError(str(detail)) from None
+
+    def app_queries(name: str) -> dict[str, str] | None:
+        import importlib
+
+        from vidnexus.apps import APP_REFS
+
+        if name not in APP_REFS and name not in extra_apps:
+            return None
+        own: dict[str, str] = {}
+        if name in APP_REFS:
+            own = dict(getattr(importlib.import_module(APP_REFS[name].split(":")[0]), "QUERIES", {}))
+        frames = ("frames per minute by outcome", f"""
+SELECT toUInt32(floor((ingest_ts - (SELECT min(ingest_ts) FROM vnx_frames WHERE app = '{name}')) / 60)) AS minute,
+       status, count() AS frames
+FROM vnx_frames FINAL WHERE app = '{name}' GROUP BY minute, status ORDER BY minute, status""")
+        return {**own, frames[0]: frames[1]}
+
+    ops = ConsoleOps(role_of=role_of, registry=registry_, add_stream=add_from_form, sql=sql, apps=apps,
+                     app_queries=app_queries, sessions=lambda: sessions(control) if control is not None else None,
+                     drops=drops)
+    mount_pages(api, ops, tap=tap)
 
 
 def openapi_document() -> dict[str, Any]:
@@ -523,13 +610,14 @@ class ConsoleServer:
     def __init__(self, store: Store, tokens: Tokens, host: str = "127.0.0.1", port: int = 8125, *,
                  close_control: bool = False, **api_args: Any) -> None:
         """``api_args`` go to :func:`build_api`; with ``close_control`` :meth:`stop` closes its
-        ``control`` watcher too."""
+        ``control`` watcher and its frame ``tap`` too."""
         import socket
 
         import uvicorn
 
         self.api = build_api(store, tokens, **api_args)
         self._control = api_args.get("control") if close_control else None
+        self._tap = api_args.get("tap") if close_control else None
         self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, port))  # bound now: a taken port is an error here, and port 0 gets its number
@@ -575,6 +663,8 @@ class ConsoleServer:
         self.api.state.close()
         if self._control is not None:
             self._control.close()
+        if self._tap is not None:
+            self._tap.close()
 
 
 if __name__ == "__main__":  # python -m vidnexus.roles.console > docs/openapi.json

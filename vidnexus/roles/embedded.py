@@ -185,11 +185,13 @@ class Embedded:
             if console is not None:
                 from vidnexus.contracts.topics import Topics
                 from vidnexus.roles.console import ConsoleServer, ControlWatcher
+                from vidnexus.roles.console_pages import FrameTap
                 from vidnexus.roles.executor import repository
 
                 chost, cport, tokens = console
+                topics = Topics(self.settings.topic_prefix)
                 self.console = ConsoleServer(self.store, tokens, chost, cport,
-                                             control=ControlWatcher(self.bus, Topics(self.settings.topic_prefix)),
+                                             control=ControlWatcher(self.bus, topics), tap=FrameTap(self.bus, topics),
                                              repository=lambda: repository(self.settings), apps={app.name: app},
                                              close_control=True)
         except BaseException:

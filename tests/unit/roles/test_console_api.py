@@ -281,7 +281,7 @@ def test_vidnexus_console_serves_until_sigterm(tmp_path):
         reader = threading.Thread(target=lambda: lines.extend(p.stderr), daemon=True)
         reader.start()
         deadline = time.monotonic() + 120
-        while not (m := re.search(r"console: (http://\S+)/api/v1 ", "".join(lines))):
+        while not (m := re.search(r"console: (http://\S+)/ \(API: ", "".join(lines))):
             assert p.poll() is None and time.monotonic() < deadline, "".join(lines)
             time.sleep(0.1)
         assert any("generated a token" in x for x in lines)  # said, never printed
