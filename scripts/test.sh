@@ -35,6 +35,17 @@ if ! command -v ffmpeg >/dev/null; then
     || { echo "test: apt-get could not install ffmpeg (needed by vidnexus bench ingest)" >&2; exit 1; }
 fi
 
+# Debian's chromium and its driver: the web console's browser test (tests/integration/test_console_browser.py).
+if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; then
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo -n"
+  echo "test: installing chromium and chromium-driver with apt-get"
+  if ! apt-cache policy chromium-driver | grep -q 'Candidate: [0-9]'; then
+    $sudo apt-get update -q >/dev/null || { echo "test: apt-get update failed" >&2; exit 1; }
+  fi
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null \
+    || { echo "test: apt-get could not install chromium chromium-driver (needed by tests/integration/test_console_browser.py)" >&2; exit 1; }
+fi
+
 export VNX_WORK_DIR=${VNX_WORK_DIR:-$PWD/.vnx/test}
 export VNX_DATA_DIR=${VNX_DATA_DIR:-$VNX_WORK_DIR/data}
 export VNX_KAFKA_BOOTSTRAP=${VNX_KAFKA_BOOTSTRAP:-127.0.0.1:19092}

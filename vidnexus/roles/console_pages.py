@@ -27,7 +27,7 @@ import html
 import math
 import threading
 from collections import OrderedDict, deque
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import parse_qs, quote
 
@@ -87,6 +87,7 @@ class FrameTap:
         self._consumer = bus.subscribe([topics.frames, topics.rows], group=None, from_beginning=False)
         self._lock = threading.Condition()
         self._seen: dict[str, _Seen] = {}
+        self._last: dict[str, float] = {}  # stream → wall time its newest frame came
         self.malformed = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="vnx-console-tap")
@@ -105,6 +106,7 @@ class FrameTap:
                         stream = m.key.decode() if m.key else decode_frame(m.value).stream_id
                         with self._lock:
                             self._entry(stream).frames.append(m.value)
+                            self._last[stream] = wall()
                             self._lock.notify_all()
                     else:
                         self._rows(*decode_rows(m.value))
@@ -130,6 +132,11 @@ class FrameTap:
                     e.rows.setdefault(int(no), {}).setdefault(table, []).append(d)
                     while len(e.rows) > _ROWS_KEPT:
                         e.rows.popitem(last=False)
+
+    def last_frame_wall(self, stream: str) -> float | None:
+        """When the newest frame of ``stream`` came (wall clock), None if none did."""
+        with self._lock:
+            return self._last.get(stream)
 
     def latest(self, stream: str) -> tuple[Frame, dict[str, list[dict[str, Any]]]] | None:
         """The newest kept frame whose rows came (else the newest frame) and its rows by table."""
@@ -364,6 +371,8 @@ def _lines(series: Mapping[str, Sequence[tuple[Any, float]]], xname: str, yname:
         c = _PALETTE[k % len(_PALETTE)]
         line = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in sorted(s, key=lambda p: _xval(p[0])))
         body.append(f'<polyline fill="none" stroke="{c}" stroke-width="2" points="{line}"/>')
+        if len(s) <= 60:  # points too, so that a series of one point shows
+            body.extend(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{c}"/>' for x, y in s)
         legend.append((name, c))
     return _frame_svg(width, height, body, legend if len(series) > 1 else [])
 
@@ -375,7 +384,7 @@ def _bars(bars: Sequence[tuple[str, float]], yname: str, width: int, height: int
     y0, y1 = min(0.0, min(v for _, v in bars)), max(0.0, max(v for _, v in bars))
     y1 = y1 if y1 > y0 else y0 + 1
     pw, ph = width - left - right, height - top - bottom
-    bw = pw / len(bars)
+    bw = min(80.0, pw / len(bars))
 
     def sy(v: float) -> float:
         return top + ph - (v - y0) / (y1 - y0) * ph
@@ -546,14 +555,16 @@ def mount_pages(api: FastAPI, ops: ConsoleOps, *, tap: FrameTap | None = None) -
                      code: int = 200) -> HTMLResponse:
         reg = ops.registry()
         now = wall()
-        statuses = {n: asdict(s) for n, s in reg.statuses().items()}
         cards = []
         for r in reg.list():
             s = r.spec
-            st = statuses.get(s.name) or {}
-            span = max(1e-9, (st.get("last_publish") or now) - (st.get("started") or now))
-            fps = (f"sampled {st.get('sampled', 0) / span:.1f} fps, decoded {st.get('decoded', 0) / span:.1f} fps"
-                   if st.get("started") else "not started")
+            st = reg.status(s.name) or {}
+            updated = st["updated"].timestamp() if hasattr(st.get("updated"), "timestamp") else None
+            span = float(st.get("last_pts") or 0.0)  # seconds of video so far: rates in the video's time
+            fps = (f"sampled {st.get('sampled', 0) / span:.1f} fps of {st.get('decoded', 0) / span:.1f} decoded"
+                   if span > 0 else "no frame yet")
+            last = tap.last_frame_wall(s.name) if tap is not None else None
+            since = f"last frame {_ago(last, now)}" if tap is not None else f"status {_ago(updated, now)}"
             img = (f'<img alt="latest frame of {html.escape(s.name)}" data-live="/streams/{quote(s.name)}/thumbnail.jpg" '
                    f'src="/streams/{quote(s.name)}/thumbnail.jpg">' if tap is not None else "")
             actions = ""
@@ -568,8 +579,7 @@ def mount_pages(api: FastAPI, ops: ConsoleOps, *, tap: FrameTap | None = None) -
                 f'<small class="state-{html.escape(r.state)}">{html.escape(r.state)}</small></h3>{img}'
                 f'<p><small>{html.escape(", ".join(s.apps) or "no app")} · {html.escape(st.get("state", "no status"))}'
                 f'{" — " + html.escape(st.get("reason") or "") if st.get("reason") else ""}<br>{fps}<br>'
-                f'frames published {st.get("published", 0)} · last frame '
-                f'<span class="since">{_ago(st.get("last_publish"), now)}</span>'
+                f'frames published {st.get("published", 0)} · <span class="since">{since}</span>'
                 f'{" · problem: " + html.escape(r.problem) if r.problem else ""}</small></p>{actions}</div>')
         v = dict(values or {})
         add = ""
@@ -590,9 +600,13 @@ def mount_pages(api: FastAPI, ops: ConsoleOps, *, tap: FrameTap | None = None) -
         return HTMLResponse(_page("Streams", body, role, "streams", live=True), status_code=code)
 
     @api.get("/streams", include_in_schema=False)
-    def streams(request: Request) -> Response:
+    def streams(request: Request, done: str = "") -> Response:
         role = who(request)
-        return streams_page(role) if role else login_first()
+        return streams_page(role, message=done) if role else login_first()
+
+    def done(message: str) -> Response:
+        """After a change, back to the streams page by GET (a reload does not send the form again)."""
+        return RedirectResponse("/streams?done=" + quote(message), status_code=303)
 
     @api.post("/streams", include_in_schema=False)
     async def add_stream(request: Request) -> Response:
@@ -606,7 +620,7 @@ def mount_pages(api: FastAPI, ops: ConsoleOps, *, tap: FrameTap | None = None) -
             doc = ops.add_stream(values)
         except PageError as e:
             return streams_page(role, error=str(e), values=values, code=422)
-        return streams_page(role, message=f"stream {doc['name']} added")
+        return done(f"stream {doc['name']} added")
 
     @api.post("/streams/{name}/{verb}", include_in_schema=False)
     def change_stream(name: str, verb: str, request: Request) -> Response:
@@ -622,7 +636,7 @@ def mount_pages(api: FastAPI, ops: ConsoleOps, *, tap: FrameTap | None = None) -
             how(name)
         except VidnexusError as e:
             return streams_page(role, error=str(e), code=409)
-        return streams_page(role, message=f"stream {name} {dict(pause='paused', resume='resumed', remove='removed')[verb]}")
+        return done(f"stream {name} {dict(pause='paused', resume='resumed', remove='removed')[verb]}")
 
     @api.get("/streams/{name}/thumbnail.jpg", include_in_schema=False)
     def thumbnail(name: str, request: Request) -> Response:

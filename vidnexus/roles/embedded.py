@@ -121,7 +121,9 @@ class Embedded:
 
     Args:
         streams: streams to register for the app (replacing same-named ones) and ingest; None: the
-            registered streams that feed the app.
+            registered streams that feed the app (with a ``console``, the run follows the registry:
+            streams registered for the app while it runs, through the console or the CLI, are
+            ingested too, and :meth:`run` lasts until :meth:`stop` or its timeout).
         load: how the executor loads models (default: :func:`app_loader`).
         sql: (host, port, token) to serve the read-only SQL endpoint on while running.
         console: (host, port, tokens) to serve the console's HTTP API on while running
@@ -158,9 +160,11 @@ class Embedded:
                 rows = [r for r in registry.list() if r.state == "enabled" and app.name in r.spec.apps]
                 names = {r.spec.name for r in rows}
                 self.specs = [r.spec for r in rows]
-            if not names and ingest:
+            self.follow = streams is None and console is not None
+            if not names and ingest and not self.follow:
                 raise ConfigError(f"app {app.name}: no stream to run on; give --stream URL or register one with "
-                                  f"`vidnexus streams add NAME URL --app {app.name}`")
+                                  f"`vidnexus streams add NAME URL --app {app.name}` (or serve the console with "
+                                  "--console-port and add one there)")
             self.names = names
             sessions = [SessionKey(m, slo) for m, slo in stage_slos(app).items()]
             self.plans: list[EpochPlan] = []
@@ -174,7 +178,7 @@ class Embedded:
                                      report_every_s=report_every_s, worker_id="embedded")
             self.ingesting = ingest
             self.ingest = IngestRole(self.settings, bus=self.bus, store=self.store, clock=self.clock, poll_s=0.5,
-                                     only=lambda s: s.name in names)
+                                     only=self._feeds)
             self.endpoint = None
             if sql is not None:
                 from vidnexus.sql_endpoint import SqlEndpoint
@@ -200,6 +204,13 @@ class Embedded:
         self._stop = threading.Event()
         self._elapsed_s = 0.0
 
+    def _feeds(self, spec: StreamSpec) -> bool:
+        """Whether ingest runs this stream: one of the run's, or (following the registry) any that
+        feeds the app."""
+        if self.follow and self.app.name in spec.apps:
+            self.names.add(spec.name)
+        return spec.name in self.names
+
     def stop(self) -> None:
         """End the run early (Ctrl-C, SIGTERM): what was read is still processed and accounted."""
         self._stop.set()
@@ -223,6 +234,8 @@ class Embedded:
             "ingest": threading.Thread(target=lambda: self.ingest.run(stops["ingest"], once=until_done),
                                        name="vnx-ingest"),
         }
+        if self.follow:
+            until_done = False  # streams may come through the console at any time
         if not self.ingesting:
             until_done = False
             del threads["ingest"]
