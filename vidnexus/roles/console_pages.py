@@ -218,6 +218,12 @@ def draw_overlays(img: Any, rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
                 if r.get("status") and r.get("status") != "ok":
                     caption.append(f"frame {r.get('status')} {r.get('reasons') or ''}".strip())
             continue
+        boxed = [r for r in rs if all(k in r for k in ("x1", "y1", "x2", "y2"))]
+        if boxed:
+            counted = sum(1 for r in boxed if r.get("counts"))
+            caption.append(f"{len(boxed)} tracked" + (f", {counted} counted" if "counts" in boxed[0] else "")
+                           + "".join(f" | crossed {', '.join(map(str, r['crossings']))} #{r.get('track_id', '')}"
+                                     for r in boxed if r.get("crossings")))
         for r in rs:
             if all(k in r for k in ("x1", "y1", "x2", "y2")):
                 p1 = (int(max(0, min(w - 1, float(r["x1"])))), int(max(0, min(h - 1, float(r["y1"])))))
