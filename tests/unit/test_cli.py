@@ -103,3 +103,20 @@ def test_executor_app_sessions_are_the_ones_its_workers_start_with():
     for bad in ("hud@x", "hud@0", "hud@nan"):
         with pytest.raises(VidnexusError, match="SLO after @"):
             _app_sessions(bad)
+
+
+def test_streams_tags_changes_lines_and_zones_in_place(tmp_path):
+    env = {"VNX_DATA_DIR": str(tmp_path / "data"), "VNX_BUS": "memory", "VNX_STORE": "chdb"}
+    p, _ = vnx("streams", "add", "cam", "synthetic://hud?fps=5&seconds=1", "--no-probe", "--tag", "site=a",
+               "--tag", "line.old=0,1,2,3", env=env)
+    assert p.returncode == 0, p.stderr
+    p, _ = vnx("streams", "tags", "cam", "--tag", "zone.bay=0,0,10,0,10,10", "--remove", "line.old", env=env)
+    assert p.returncode == 0, p.stderr
+    assert "cam: site=a, zone.bay=0,0,10,0,10,10" in p.stdout
+    p, _ = vnx("streams", "tags", "cam", "--remove", "line.old", env=env)
+    assert p.returncode == 2 and "no tag line.old" in p.stderr
+    p, _ = vnx("streams", "tags", "cam", "--tag", "zone.bay=0,0,10,0", env=env)
+    assert p.returncode == 2 and "zone.bay" in p.stderr
+    p, _ = vnx("streams", "show", "cam", env=env)
+    assert "zone.bay" in p.stdout and "line.old" not in p.stdout
+

@@ -133,6 +133,8 @@ SEMANTIC = [
     ["streams", "show", "nope"],
     ["streams", "pause", "nope"],
     ["streams", "remove", "nope"],
+    ["streams", "tags", "nope", "--tag", "zone.bay=0,0,10,0,10,10"],
+    ["streams", "add", "cam", "synthetic://hud", "--tag", "zone.bay=0,0,10,10"],  # two points are no zone
 ]
 
 

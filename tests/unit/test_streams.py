@@ -190,6 +190,31 @@ def test_registry_and_supervisor_follow_changes(store):
     assert [r.spec.name for r in reg.list()] == ["b"]
 
 
+def test_new_tags_reach_the_next_frames_and_frame_numbers_go_on(store):
+    """`streams tags` / PUT …/tags while a stream is ingested: ingest restarts it with the new tags
+    (its lines and zones) and continues after its last published frame — no frame twice, none lost."""
+    reg = StreamRegistry(store)
+    reg.add(StreamSpec("a", "synthetic://hud?fps=10&seconds=4&seed=1", fps=5.0, realtime=True, tags={"site": "x"}))
+    bus = kept_bus()
+    sup = IngestSupervisor(reg, bus, "f", poll_s=0.05)
+    t = threading.Thread(target=lambda: sup.run(once=True), daemon=True)
+    t.start()
+    deadline = time.monotonic() + 10
+    while sum(st.published for st in sup.statuses()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    r = reg.set_tags("a", {"site": "x", "line.gate": "0,10,100,10"})
+    assert r.state == "enabled" and r.spec.key == reg.get("a").spec.key  # the same registration
+    t.join(timeout=30)
+    frames = frames_of(bus)
+    nos = [f.frame_no for f in frames]
+    assert nos == list(range(0, 40, 2))  # every sampled frame once, in order
+    tagged = ["line.gate" in f.tags for f in frames]
+    assert tagged[0] is False and tagged[-1] is True and tagged == sorted(tagged)  # from one frame on
+    assert reg.status("a")["published"] == 20
+    with pytest.raises(StreamError, match="unknown stream"):
+        reg.set_tags("nope", {})
+
+
 def test_a_restarted_file_ingest_continues_after_its_last_published_frame():
     spec = StreamSpec("car", CAR, fps=2.0)
     full = kept_bus()

@@ -11,7 +11,8 @@ from rich.table import Table
 from vidnexus.cli.common import console, finite, settings
 from vidnexus.errors import VidnexusError
 
-streams_app = typer.Typer(help="Camera streams: add, list, show, pause, resume, remove.", no_args_is_help=True)
+streams_app = typer.Typer(help="Camera streams: add, list, show, pause, resume, remove, tags (lines and zones).",
+                          no_args_is_help=True)
 
 
 @contextlib.contextmanager
@@ -30,7 +31,7 @@ def registry() -> Iterator[Any]:
 def parse_tags(items: list[str]) -> dict[str, str]:
     """``--tag k=v`` options as a dict; a ``line.NAME`` tag (a counting line, docs/apps.md) must
     be x1,y1,x2,y2."""
-    from vidnexus.operators.zones import parse_lines
+    from vidnexus.operators.zones import parse_geometry
 
     tags = {}
     for t in items:
@@ -39,7 +40,7 @@ def parse_tags(items: list[str]) -> dict[str, str]:
             raise VidnexusError(f"--tag {t!r}: expected k=v")
         tags[k] = v
     try:
-        parse_lines(tags)
+        parse_geometry(tags)
     except ValueError as e:
         raise VidnexusError(f"--tag: {e}") from None
     return tags
@@ -121,6 +122,8 @@ def streams_show(name: str = typer.Argument(...)) -> None:
         st = reg.status(name)
     console.print(f"name: {r.spec.name}\nstate: {r.state}" + (f" ({r.problem})" if r.problem else "")
                   + f"\nurl: {r.spec.url}\nsampling: {_sampling(r.spec)}\nrate: {rate_text(r.spec)}"
+                  + f"\napps: {', '.join(r.spec.apps) or 'none'}"
+                  + f"\ntags: {', '.join(f'{k}={v}' for k, v in sorted(r.spec.tags.items())) or 'none'}"
                   + f"\nprobe: {r.probe}", markup=False)
     if st:
         keys = ("state", "reason", "decoded", "sampled", "published", "rejected", "undelivered", "stale", "corrupt",
@@ -153,3 +156,27 @@ def streams_remove(name: str) -> None:
     with registry() as reg:
         reg.remove(name)
     console.print(f"removed {name}")
+
+
+@streams_app.command("tags")
+def streams_tags(
+    name: str = typer.Argument(...),
+    tag: list[str] = typer.Option([], help="k=v to set, repeatable: a counting line line.NAME=x1,y1,x2,y2 or a "
+                                  "zone zone.NAME=x1,y1,x2,y2,x3,y3[,…] in the frame's pixels (docs/zones.md)."),
+    remove: list[str] = typer.Option([], help="A tag's key to remove, repeatable."),
+) -> None:
+    """Change a stream's tags (its lines and zones) without re-adding it: a running ingest picks the
+    change up and continues the stream's frame numbers; the app counts with the new lines from the
+    next frame. Prints the tags it has now."""
+    with registry() as reg:
+        r = reg.get(name)
+        tags = {k: v for k, v in r.spec.tags.items() if k not in set(remove)}
+        unknown = sorted(set(remove) - set(r.spec.tags))
+        if unknown:
+            raise VidnexusError(f"stream {name} has no tag {', '.join(unknown)}; its tags: "
+                                f"{', '.join(sorted(r.spec.tags)) or 'none'}")
+        tags.update(parse_tags(tag))
+        parse_tags([f"{k}={v}" for k, v in tags.items()])  # the whole set, as the app will read it
+        r = reg.set_tags(name, tags)
+    console.print(f"{name}: " + (", ".join(f"{k}={v}" for k, v in sorted(r.spec.tags.items())) or "no tags"))
+

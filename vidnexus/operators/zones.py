@@ -1,6 +1,10 @@
-"""Counting lines: a tracked object's anchor (its box's centre) crossing a line drawn on a
-camera's image, with the direction. Pure: the traffic app keeps one :class:`LineCounter` per
-stream and feeds it each frame's tracks.
+"""Counting lines and zones: a tracked object's anchor (its box's centre) crossing a line drawn on
+a camera's image, with the direction, and being inside a polygon drawn on it (a zone: dwell per
+zone is then SQL over the rows). Pure: the traffic app keeps one :class:`LineCounter` per stream
+and feeds it each frame's tracks, and asks :func:`zones_at` which zones hold each anchor.
+
+A zone is declared as a tag too, ``zone.NAME=x1,y1,x2,y2,x3,y3[,…]``: a polygon of at least three
+points in the frame's pixels (supervision's ``PolygonZone``); a point on its border is inside.
 
 A line is declared per stream as a tag, ``line.NAME=x1,y1,x2,y2`` in the frame's pixels (``vidnexus
 streams add … --tag line.gate=0,216,768,216``). Which side a point is on is the sign of the cross
@@ -18,16 +22,21 @@ Example:
     ([Crossing(line='gate', track_id=7, direction='in')], [])
     >>> lc.update(8, (10, 90), counts=False), lc.update(8, (10, 110), counts=False)  # flicker that never counts
     ([], [])
+    >>> zs = parse_zones({"zone.bay": "0,0,100,0,100,50,0,50", "line.gate": "0,1,2,3"})
+    >>> zones_at(zs, (20, 10)), zones_at(zs, (20, 80))
+    (('bay',), ())
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-__all__ = ["Line", "Crossing", "LineCounter", "parse_lines"]
+__all__ = ["Line", "Crossing", "LineCounter", "Zone", "parse_lines", "parse_zones", "parse_geometry", "zones_at"]
 
 TAG_PREFIX = "line."
+ZONE_PREFIX = "zone."
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,60 @@ def parse_lines(tags: Mapping[str, str]) -> list[Line]:
             raise ValueError(f"tag {key}={value!r}: a line needs a name and two distinct points")
         out.append(Line(name, x1, y1, x2, y2))
     return out
+
+
+@dataclass(frozen=True)
+class Zone:
+    name: str
+    points: tuple[tuple[float, float], ...]
+
+    def contains(self, x: float, y: float) -> bool:
+        """Inside or on the border (even-odd rule; the border counts as inside)."""
+        pts, inside = self.points, False
+        for (ax, ay), (bx, by) in zip(pts, pts[1:] + pts[:1]):
+            cross = (bx - ax) * (y - ay) - (by - ay) * (x - ax)
+            if cross == 0 and min(ax, bx) <= x <= max(ax, bx) and min(ay, by) <= y <= max(ay, by):
+                return True  # on this edge
+            if (ay > y) != (by > y) and x < ax + (y - ay) * (bx - ax) / (by - ay):
+                inside = not inside
+        return inside
+
+
+def parse_zones(tags: Mapping[str, str]) -> list[Zone]:
+    """The zones a stream's tags declare (``zone.NAME`` = ``x1,y1,x2,y2,x3,y3[,…]``).
+
+    Raises:
+        ValueError: a ``zone.`` tag that is not an even count (≥ 6) of numbers, or has no name or
+            no area, naming the tag.
+    """
+    out = []
+    for key, value in sorted(tags.items()):
+        if not key.startswith(ZONE_PREFIX):
+            continue
+        name = key[len(ZONE_PREFIX):]
+        try:
+            nums = [float(v) for v in value.split(",")]
+        except ValueError:
+            nums = []
+        if len(nums) < 6 or len(nums) % 2 or not all(math.isfinite(v) for v in nums):
+            raise ValueError(f"tag {key}={value!r}: a zone is x1,y1,x2,y2,x3,y3[,…] (three points or more) in the "
+                             f"frame's pixels")
+        pts = tuple(zip(nums[0::2], nums[1::2]))
+        area = sum(ax * by - bx * ay for (ax, ay), (bx, by) in zip(pts, pts[1:] + pts[:1])) / 2
+        if not name or area == 0:
+            raise ValueError(f"tag {key}={value!r}: a zone needs a name and an area")
+        out.append(Zone(name, pts))
+    return out
+
+
+def parse_geometry(tags: Mapping[str, str]) -> tuple[list[Line], list[Zone]]:
+    """Every line and zone a stream's tags declare; raises ValueError naming a malformed tag."""
+    return parse_lines(tags), parse_zones(tags)
+
+
+def zones_at(zones: Sequence[Zone], anchor: tuple[float, float]) -> tuple[str, ...]:
+    """The names of the zones that hold ``anchor``."""
+    return tuple(z.name for z in zones if z.contains(*anchor))
 
 
 @dataclass

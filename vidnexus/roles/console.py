@@ -83,7 +83,8 @@ class StreamIn(BaseModel):
     every_n: Optional[int] = Field(None, ge=1, le=2**32 - 1, description="or every n-th frame")
     keyframes: bool = False
     apps: list[str] = Field(default_factory=list, description="apps this stream feeds (names or module:attr)")
-    tags: dict[str, str] = Field(default_factory=dict, description="k=v tags; line.NAME=x1,y1,x2,y2 counts")
+    tags: dict[str, str] = Field(default_factory=dict, description="k=v tags; line.NAME=x1,y1,x2,y2 counts, "
+                                                                   "zone.NAME=x1,y1,x2,y2,x3,y3[,…] records dwell")
     quality: int = Field(85, ge=1, le=100)
     max_side: Optional[int] = Field(None, ge=16, le=16384)
     rate: str = Field("realtime", description="realtime, max or a factor of real time")
@@ -92,6 +93,14 @@ class StreamIn(BaseModel):
     skip_corrupt: bool = True
     probe: bool = Field(True, description="probe the URL before accepting it")
     timeout: float = Field(10.0, ge=0.1, le=60.0, allow_inf_nan=False, description="probe timeout (s)")
+
+
+class TagsIn(BaseModel):
+    """A stream's tags, all of them (what is not here is removed)."""
+
+    model_config = ConfigDict(extra="forbid")
+    tags: dict[str, str] = Field(description="k=v tags; line.NAME=x1,y1,x2,y2 counts crossings, "
+                                             "zone.NAME=x1,y1,x2,y2,x3,y3[,…] records dwell")
 
 
 class SqlIn(BaseModel):
@@ -330,7 +339,7 @@ def build_api(store: Store, tokens: Tokens, *, control: ControlWatcher | None = 
 
     def _add(body: StreamIn) -> dict[str, Any]:
         from vidnexus.apps import APP_REFS
-        from vidnexus.operators.zones import parse_lines
+        from vidnexus.operators.zones import parse_geometry
         from vidnexus.streams.ingest import StreamSpec
         from vidnexus.streams.spec import parse_rate
 
@@ -339,7 +348,7 @@ def build_api(store: Store, tokens: Tokens, *, control: ControlWatcher | None = 
         except StreamError as e:
             raise field_error("rate", str(e).replace("--rate ", "rate ")) from None
         try:
-            parse_lines(body.tags)
+            parse_geometry(body.tags)
         except ValueError as e:
             raise field_error("tags", str(e)) from None
         apps = []
@@ -377,6 +386,21 @@ def build_api(store: Store, tokens: Tokens, *, control: ControlWatcher | None = 
     @api.post(f"{API_PREFIX}/streams/{{name}}/resume", tags=["streams"], summary="Resume a paused stream")
     def resume_stream(name: str, _: Role = admin) -> dict[str, Any]:
         return _change(name, lambda n: registry_().resume(n))
+
+    @api.put(f"{API_PREFIX}/streams/{{name}}/tags", tags=["streams"],
+             summary="Replace a stream's tags: its counting lines (line.NAME) and zones (zone.NAME)")
+    def set_tags(name: str, body: TagsIn = Body(...), _: Role = admin) -> dict[str, Any]:
+        from vidnexus.operators.zones import parse_geometry
+
+        _get(name)
+        try:
+            parse_geometry(body.tags)
+        except ValueError as e:
+            raise field_error("tags", str(e)) from None
+        try:
+            return _stream_doc(registry_().set_tags(name, body.tags))
+        except StreamError as e:
+            raise field_error("tags", str(e)) from None
 
     @api.delete(f"{API_PREFIX}/streams/{{name}}", tags=["streams"], summary="Remove a stream")
     def remove_stream(name: str, _: Role = admin) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from vidnexus.clock import wall_time
 from vidnexus.contracts.schema import Column, TableSchema
@@ -206,6 +206,20 @@ class StreamRegistry:
         self._write(r.spec, state, r.probe)
         shown = "invalid" if r.problem and state != "removed" else state
         return RegisteredStream(r.spec, shown, r.probe, r.problem)
+
+    def set_tags(self, name: str, tags: Mapping[str, str]) -> RegisteredStream:
+        """Replace a stream's tags (its counting lines and zones among them), keeping its state,
+        probe and ingest's counters: a running ingest restarts the stream with the new tags and
+        continues its frame numbers (the tags are not part of :attr:`StreamSpec.key`).
+
+        Raises:
+            StreamError: an unknown stream, or tags that do not validate.
+        """
+        r = self.get(name)
+        assert r is not None
+        spec = replace(r.spec, tags=dict(tags))  # validated by StreamSpec
+        self._write(spec, r.state if r.state in STATES else "enabled", r.probe)
+        return RegisteredStream(spec, r.state, r.probe, r.problem)
 
     def pause(self, name: str) -> RegisteredStream:
         return self.set_state(name, "paused")

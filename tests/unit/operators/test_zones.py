@@ -55,7 +55,8 @@ def test_the_traffic_app_counts_crossings_per_direction_like_a_person(tmp_path, 
     env = dict(os.environ, VNX_DATA_DIR=str(data), VNX_BUS="memory", VNX_STORE="chdb")
     line = ",".join(str(v) for v in HAND["line"])
     run = subprocess.run([sys.executable, "-m", "vidnexus", "run", "traffic", "--stream", f"cam={VIDEO}", "--fps", "5",
-                          "--tag", f"line.mid={line}"], env=env, capture_output=True, text=True, timeout=280)
+                          "--tag", f"line.mid={line}", "--tag", "zone.lower=0,216,768,216,768,432,0,432",
+                          "--tag", "zone.corner=0,0,4,0,4,4"], env=env, capture_output=True, text=True, timeout=280)
     assert run.returncode == 0, run.stderr[-3000:]
     q = subprocess.run([sys.executable, "-m", "vidnexus", "sql", "--format", "json",
                         "SELECT splitByChar(':', c)[2] AS direction, count() AS n FROM traffic_objects FINAL "
@@ -64,3 +65,29 @@ def test_the_traffic_app_counts_crossings_per_direction_like_a_person(tmp_path, 
     assert q.returncode == 0, q.stderr[-2000:]
     got = {d["direction"]: int(d["n"]) for d in map(json.loads, q.stdout.splitlines())}
     assert got == {"in": HAND["in"], "out": HAND["out"]}, got
+    # Dwell per zone, by the app's own query: every car that crossed the middle line drove through
+    # the lower half (the hand count: each drives the full height of the lot); none in the corner.
+    from vidnexus.apps.traffic import QUERIES
+
+    q = subprocess.run([sys.executable, "-m", "vidnexus", "sql", "--format", "json", QUERIES["dwell per zone"]],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert q.returncode == 0, q.stderr[-2000:]
+    zones = {d["zone"]: d for d in map(json.loads, q.stdout.splitlines())}
+    assert set(zones) == {"lower"}, zones
+    assert int(zones["lower"]["vehicles"]) >= HAND["in"] + HAND["out"] and float(zones["lower"]["mean_dwell_s"]) > 0
+
+
+def test_zones_hold_points_inside_and_on_the_border_and_refuse_bad_tags():
+    from vidnexus.operators.zones import Zone, parse_geometry, parse_zones, zones_at
+
+    tri = Zone("t", ((0, 0), (10, 0), (0, 10)))
+    assert tri.contains(2, 2) and tri.contains(5, 5) and tri.contains(0, 4) and not tri.contains(6, 6)
+    concave = parse_zones({"zone.u": "0,0,30,0,30,30,20,30,20,10,10,10,10,30,0,30"})[0]  # a U
+    assert concave.contains(5, 20) and concave.contains(25, 20) and not concave.contains(15, 20)
+    assert zones_at([tri, concave], (5, 5)) == ("t", "u")
+    for bad in ("1,2,3,4", "1,2,3,4,5", "0,0,1,1,2,2", "a,b,c,d,e,f"):
+        with pytest.raises(ValueError, match="zone.z"):
+            parse_zones({"zone.z": bad})
+    with pytest.raises(ValueError, match="line.x"):
+        parse_geometry({"zone.ok": "0,0,1,0,0,1", "line.x": "1,1,1,1"})
+

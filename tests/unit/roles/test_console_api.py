@@ -129,6 +129,15 @@ def test_stream_lifecycle(server):
                 ADMIN)[0] == 409
     assert call(server, "POST", "/streams/cam1/pause", token=ADMIN)[1]["state"] == "paused"
     assert call(server, "GET", "/streams/cam1")[1]["state"] == "paused"
+    # Lines and zones are tags, replaced as a whole; the state and the rest stay.
+    geometry = {"line.gate": "0,10,100,10", "zone.bay": "0,0,50,0,50,50"}
+    assert call(server, "PUT", "/streams/cam1/tags", {"tags": geometry}) [0] == 403
+    code, doc = call(server, "PUT", "/streams/cam1/tags", {"tags": geometry}, ADMIN)
+    assert code == 200 and doc["tags"] == geometry and doc["state"] == "paused" and doc["every_n"] == 2
+    code, doc = call(server, "PUT", "/streams/cam1/tags", {"tags": {"zone.bay": "0,0,50,0"}}, ADMIN)
+    assert code == 422 and doc["detail"][0]["loc"] == ["body", "tags"] and "zone.bay" in doc["detail"][0]["msg"]
+    assert call(server, "GET", "/streams/cam1")[1]["tags"] == geometry  # a refused change changes nothing
+    assert call(server, "PUT", "/streams/nope/tags", {"tags": {}}, ADMIN)[0] == 404
     assert call(server, "POST", "/streams/cam1/resume", token=ADMIN)[1]["state"] == "enabled"
     assert call(server, "DELETE", "/streams/cam1", token=ADMIN)[1]["state"] == "removed"
     assert call(server, "GET", "/streams")[1] == []

@@ -41,7 +41,7 @@ from vidnexus.config import load_settings
 from vidnexus.operators.chain import App, Inferred, Stream
 from vidnexus.operators.cv import MotionCounter
 from vidnexus.operators.tracking import Track, moving_tracks
-from vidnexus.operators.zones import LineCounter, parse_lines
+from vidnexus.operators.zones import LineCounter, Zone, parse_lines, parse_zones, zones_at
 from vidnexus.contracts.frames import Frame
 from vidnexus.streams.images import image_of
 
@@ -64,6 +64,7 @@ objects = app.table(
         "truth_entered": "Int32",
         "latency_ms": "Float32",
         "crossings": "Array(String)",
+        "zones": "Array(String)",
     },
 )
 
@@ -82,6 +83,20 @@ def _line_counter(f: Frame) -> LineCounter | None:
     return have[1]
 
 
+_zones: dict[str, tuple[tuple[tuple[str, str], ...], list[Zone]]] = {}
+
+
+def _stream_zones(f: Frame) -> list[Zone]:
+    """The stream's zones (``zone.NAME`` tags), kept while its tags stay the same."""
+    declared = tuple(sorted((k, v) for k, v in f.tags.items() if k.startswith("zone.")))
+    if not declared:
+        return []
+    have = _zones.get(f.stream_id)
+    if have is None or have[0] != declared:
+        have = _zones[f.stream_id] = (declared, parse_zones(dict(declared)))
+    return have[1]
+
+
 @dataclass(frozen=True)
 class Sighting:
     frame: Frame
@@ -90,6 +105,7 @@ class Sighting:
     counts: bool
     crop: np.ndarray  # uint8 BGR, as cut from the frame: the executor makes the model's input
     crossings: tuple[str, ...] = ()  # "LINE:in" / "LINE:out" completed at this sighting
+    zones: tuple[str, ...] = ()  # the zones its box's centre is in
 
 
 def track(f: Frame) -> list[Sighting]:
@@ -99,6 +115,7 @@ def track(f: Frame) -> list[Sighting]:
     _, scale = counter.resize(img)
     counting = {t.track_id for t in moving_tracks(seen, counter.min_hits, counter.min_displacement)}
     lines = _line_counter(f)
+    zones = _stream_zones(f)
     out = []
     h, w = img.shape[:2]
     for t in seen:
@@ -112,7 +129,7 @@ def track(f: Frame) -> list[Sighting]:
             crossed = tuple(f"{c.line}:{c.direction}" for c in lines.update(
                 t.track_id, ((x1 + x2) / 2, (y1 + y2) / 2), counts=t.track_id in counting))
         out.append(Sighting(f, t, (x1, y1, x2, y2), t.track_id in counting, np.ascontiguousarray(img[y1:y2, x1:x2]),
-                            crossed))
+                            crossed, zones_at(zones, ((x1 + x2) / 2, (y1 + y2) / 2))))
     if lines is not None:
         lines.bound({t.track_id for t in seen})
     return out
@@ -142,7 +159,7 @@ def to_row(r: Inferred) -> dict[str, Any]:
     return {"pts": s.frame.pts, "track_id": s.track.track_id, "x1": x1, "y1": y1, "x2": x2, "y2": y2,
             "counts": int(s.counts), "colour": r.output, "truth_car": truth_car, "truth_colour": truth_colour,
             "truth_entered": int(s.frame.tags.get("entered", -1)), "latency_ms": (wall_time() - s.frame.ingest_ts) * 1000,
-            "crossings": list(s.crossings)}
+            "crossings": list(s.crossings), "zones": list(s.zones)}
 
 
 @app.chain
@@ -164,6 +181,15 @@ SELECT stream, toUInt32(floor(first_seen / 60)) AS minute, count() AS vehicles
 FROM (SELECT stream, track_id, min(pts) AS first_seen FROM traffic_objects FINAL WHERE counts = 1
       GROUP BY stream, track_id)
 GROUP BY stream, minute ORDER BY stream, minute""",
+    "dwell per zone": """
+SELECT stream, zone, count() AS vehicles, round(avg(dwell), 1) AS mean_dwell_s, round(max(dwell), 1) AS max_dwell_s
+FROM (SELECT stream, track_id, arrayJoin(zones) AS zone, max(pts) - min(pts) AS dwell
+      FROM traffic_objects FINAL WHERE counts = 1 GROUP BY stream, track_id, zone)
+GROUP BY stream, zone ORDER BY stream, zone""",
+    "line crossings": """
+SELECT stream, splitByChar(':', c)[1] AS line, splitByChar(':', c)[2] AS direction, count() AS vehicles
+FROM (SELECT stream, arrayJoin(crossings) AS c FROM traffic_objects FINAL)
+GROUP BY stream, line, direction ORDER BY stream, line, direction""",
     "colour reads on synthetic cameras": """
 SELECT truth_colour, count() AS sightings, round(100 * avg(colour = truth_colour), 1) AS correct_pct
 FROM traffic_objects FINAL WHERE truth_car >= 0 AND counts = 1 GROUP BY truth_colour ORDER BY truth_colour""",
