@@ -18,6 +18,7 @@ APPS: dict[str, str] = {
     "game": "per-streamer game stats: six HUD digits and the held item per frame, 20 games, WEG on the icon",
     "traffic": "vehicles per camera and minute, dwell and colour: motion tracking + a car colour recognizer",
     "dance": "score dance performances against a reference choreography: pose regression per frame",
+    "people": "people who came into a fixed camera's view and when each was in it: background subtraction + tracking",
 }
 
 APP_REFS: dict[str, str] = {
@@ -25,6 +26,7 @@ APP_REFS: dict[str, str] = {
     "game": "vidnexus.apps.game:app",
     "traffic": "vidnexus.apps.traffic:app",
     "dance": "vidnexus.apps.dance:app",
+    "people": "vidnexus.apps.people:app",
 }
 
 

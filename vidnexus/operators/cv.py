@@ -123,6 +123,58 @@ class MotionDetector:
         return sorted(boxes, key=lambda b: (b.y1, b.x1))
 
 
+class HeldBackground:
+    """Foreground of a fixed camera that keeps people who stand still and ignores the camera's own
+    exposure changes: a running-average background, learned (at ``alpha`` per frame) only where
+    nothing is in the foreground, and each frame scaled per channel to the background's brightness
+    first (the ratio of medians over the pixels that were background in the last frame: a camera's
+    auto-exposure, which brightens the whole room when a dark-clothed person walks in, is not a
+    foreground). ``apply(image)`` returns boxes around blobs of at least ``min_area`` pixels where
+    some channel differs from the background by more than ``threshold``; the first ``warmup``
+    frames only learn the background (the scene should be empty then).
+
+    MOG2 (:class:`MotionDetector`) is the better choice for things that keep moving (cars); it
+    absorbs a person standing still within seconds, and a camera's exposure change makes all of a
+    frame foreground.
+    """
+
+    def __init__(self, threshold: float = 30.0, alpha: float = 0.05, warmup: int = 5, min_area: int = 300) -> None:
+        self.threshold, self.alpha, self.warmup, self.min_area = threshold, alpha, warmup, min_area
+        self._kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (5, 5))
+        self._bg: np.ndarray | None = None
+        self._was_fg: np.ndarray | None = None
+        self.frames = 0
+
+    def apply(self, image: np.ndarray) -> list[Box]:
+        x = image.astype(np.float32)
+        self.frames += 1
+        if self._bg is None or self._bg.shape != x.shape:
+            self._bg, self._was_fg, self.frames = x.copy(), np.zeros(x.shape[:2], bool), 1
+            return []
+        if self.frames <= self.warmup:
+            self._bg += (x - self._bg) / self.frames
+            return []
+        assert self._was_fg is not None
+        ref = ~self._was_fg
+        if ref.sum() < 0.2 * ref.size:  # mostly foreground: scale by the whole frame
+            ref = np.ones_like(ref)
+        gain = np.median(self._bg[ref], axis=0) / np.maximum(1.0, np.median(x[ref], axis=0))
+        x *= gain
+        fg = (np.abs(x - self._bg).max(axis=2) > self.threshold).astype(np.uint8) * 255
+        fg = cv2.morphologyEx(fg, cv2.MORPH_OPEN, self._kernel)
+        fg = cv2.dilate(fg, self._kernel, iterations=2)
+        contours, _ = cv2.findContours(fg, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+        boxes = []
+        for c in contours:
+            if cv2.contourArea(c) >= self.min_area:
+                bx, by, bw, bh = cv2.boundingRect(c)
+                boxes.append(Box(bx, by, bx + bw, by + bh, 1.0, "motion"))
+        self._was_fg = fg > 0
+        learn = ~self._was_fg
+        self._bg[learn] += self.alpha * (x[learn] - self._bg[learn])
+        return sorted(boxes, key=lambda b: (b.y1, b.x1))
+
+
 class FrameDiffSkip:
     """Skip frames that barely differ from the last frame kept: ``keep(image)`` is True when the
     mean absolute difference of the grey 64-pixel-wide thumbnails exceeds ``threshold`` (0–255)."""

@@ -161,6 +161,91 @@ class IouTracker:
         return list(self.finished)
 
 
+def _grown(b: Box, m: float) -> Box:
+    return Box(b.x1 - m, b.y1 - m, b.x2 + m, b.y2 + m, b.score, b.label)
+
+
+def _meets(a: Box, b: Box) -> bool:
+    return a.x1 < b.x2 and b.x1 < a.x2 and a.y1 < b.y2 and b.y1 < a.y2
+
+
+def _union(boxes: Sequence[Box]) -> Box:
+    return Box(min(b.x1 for b in boxes), min(b.y1 for b in boxes), max(b.x2 for b in boxes), max(b.y2 for b in boxes),
+               1.0, boxes[0].label)
+
+
+class BlobTracker:
+    """Tracks of foreground blobs that come apart and change shape (a person whose head, body and
+    legs are separate blobs in some frames, who walks in head first and then stands still): each
+    detection joins the live track whose box, grown by ``margin`` pixels, it meets most, and a
+    track's new box is the union of what joined it, and of the detections within ``gap`` pixels of
+    that union; detections that join no track and lie within ``gap`` pixels of each other start one
+    new track together. A track missing for more than
+    ``max_missed`` frames is finished. Two objects closer than ``margin`` merge into one track
+    (the limit of blob tracking: it counts people who come apart, not a group walking together).
+
+        >>> bt = BlobTracker(margin=10)
+        >>> [t.track_id for t in bt.update([Box(0, 0, 10, 10), Box(0, 14, 10, 40)], 0)]  # head and body: one
+        [1]
+        >>> t = bt.update([Box(2, 0, 12, 42)], 1)[0]; (t.track_id, t.hits, t.box.y2)
+        (1, 2, 42)
+        >>> [t.track_id for t in bt.update([Box(200, 0, 210, 40)], 2)]  # far away: a new track
+        [2]
+    """
+
+    def __init__(self, margin: float = 20.0, gap: float = 20.0, max_missed: int = 5) -> None:
+        self.margin, self.gap, self.max_missed = margin, gap, max_missed
+        self.live: list[Track] = []
+        self._next = 1
+
+    def update(self, boxes: Sequence[Box], frame_no: int) -> list[Track]:
+        """Associate this frame's boxes; returns the tracks seen in this frame."""
+        claims: dict[int, list[Box]] = {}
+        rest: list[Box] = []
+        for b in boxes:
+            best, overlap = None, 0.0
+            for ti, t in enumerate(self.live):
+                near = _grown(t.box, self.margin)
+                o = (max(0.0, min(near.x2, b.x2) - max(near.x1, b.x1))
+                     * max(0.0, min(near.y2, b.y2) - max(near.y1, b.y1)))
+                if o > overlap:
+                    best, overlap = ti, o
+            if best is None:
+                rest.append(b)
+            else:
+                claims.setdefault(best, []).append(b)
+        joined = True
+        while joined and rest and claims:  # pieces next to what a track took this frame are its too
+            joined = False
+            for b in list(rest):
+                for got in claims.values():
+                    if _meets(_grown(_union(got), self.gap), b):
+                        got.append(b)
+                        rest.remove(b)
+                        joined = True
+                        break
+        seen = []
+        for ti, got in claims.items():
+            t = self.live[ti]
+            t.box, t.last_frame, t.hits = _union(got), frame_no, t.hits + 1
+            seen.append(t)
+        groups: list[list[Box]] = []
+        for b in rest:
+            for g in groups:
+                if _meets(_grown(_union(g), self.gap), b):
+                    g.append(b)
+                    break
+            else:
+                groups.append([b])
+        for g in groups:
+            t = Track(self._next, _union(g), frame_no, frame_no)
+            self._next += 1
+            self.live.append(t)
+            seen.append(t)
+        self.live = [t for t in self.live if frame_no - t.last_frame <= self.max_missed]
+        return seen
+
+
 def moving_tracks(tracks: Sequence[Track], min_hits: int = 5, min_displacement: float = 40.0) -> list[Track]:
     """Tracks seen in at least ``min_hits`` frames whose centre travelled at least
     ``min_displacement`` pixels from first to last sighting: objects that passed through, not

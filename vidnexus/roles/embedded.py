@@ -170,7 +170,7 @@ class Embedded:
             self.plans: list[EpochPlan] = []
             self.executor = ExecutorRole(self.settings, sessions, bus=self.bus, clock=self.clock, device=device,
                                          load=load or app_loader(self.settings, app, device), executor_id="embedded",
-                                         stats_every_s=2.0)
+                                         stats_every_s=2.0, allow_empty=True)
             self.scheduler = SchedulerRole(self.settings, bus=self.bus, clock=self.clock, config=scheduler,
                                            on_plan=self.plans.append)
             self.sink = SinkRole(self.settings, bus=self.bus, store=self.store, clock=self.clock, max_delay_s=0.5)

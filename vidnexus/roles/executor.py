@@ -136,6 +136,7 @@ class ExecutorRole:
             the repository's, :func:`repository_inputs`).
         order: which session's batch runs next on the device (``laxity`` or ``round_robin``,
             :class:`~vidnexus.gpu_executor.backend.DutyCycle`).
+        allow_empty: start with no session (an embedded run of an app that calls no model).
     """
 
     def __init__(self, settings: Settings, sessions: Sequence[SessionKey], *, bus: Bus, clock: Clock | None = None,
@@ -143,8 +144,8 @@ class ExecutorRole:
                  executor_id: str | None = None, stats_every_s: float = 5.0, follow_plans: bool = True,
                  retire_after_epochs: int = 3, metrics: ExecutorMetrics | None = None, workers: int = 2,
                  inputs: Callable[[str], Callable[[Any], Any] | None] | None = None,
-                 order: Order = "laxity") -> None:
-        if not sessions:
+                 order: Order = "laxity", allow_empty: bool = False) -> None:
+        if not sessions and not allow_empty:
             raise ConfigError("give at least one --session MODEL:SLO_MS")
         self.settings, self.bus = settings, bus
         self.clock = clock or MonotonicClock()
