@@ -13,7 +13,8 @@ Every system receives the same uint8 image (224×224×3, 150 KB) and converts it
 float32 tensor on the serving side (vidnexus on the executor's pre/post pool, overlapped with the
 device; the peers in their batch function). Every server runs the model with the same number of
 torch threads (1: the load generator gets the
-other core of a 2-core machine). Every system sees the same open-loop Poisson traces (same seeds).
+other core of a 2-core machine). Every system sees the same open-loop Poisson traces (same seeds),
+and every server gets the same warm-up first (10 s at half the profile's saturated rate).
 The peers run in their own interpreter (``peers_harness.py``, see ``scripts/peers-venv.sh``) and
 replay the traces the driver sends them. Goodput is the highest rate with ≥ 99% of requests answered
 ok within the SLO (rejects, errors, drops and late replies are misses), found by bisection; each peer
@@ -390,6 +391,15 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         console.print(f"  {system:10s} {scenario:6s} SLO {entry['slo_ms'] or 'mixed'!s:>5} {json.dumps(entry['knobs']):34s} "
                       f"goodput {row['goodput']:7.1f} req/s  p50 {row.get('p50_ms')} p99 {row.get('p99_ms')} ms")
 
+    warm_rate = 0.5 * prof.throughput(max(1, prof.max_batch_within(max(slos) / 2)))
+    warm_s = 2.0 if quick else 10.0
+
+    def warm_up(replay: Replay, mix: Sequence[tuple[float, float]]) -> None:
+        """Steady state before the first probe, the same for every server: ``warm_s`` of Poisson
+        requests over ``mix`` at half the profile's saturated rate, results discarded (a broker's
+        JIT, a server's first batches at each size, connection pools)."""
+        replay(_trace(warm_rate, warm_s, mix, 97))
+
     def singles(system: str, replay_for: Callable[[Sequence[tuple[float, float]]], Replay],
                 knobs: dict[str, Any] | None = None, with_uniform: bool = uniform) -> None:
         """One model: Poisson at every SLO, and uniform at the tightest."""
@@ -416,6 +426,8 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     kx = KafkaExecutor(model, [[(1.0, s)] for s in slos] + ([multi] if not quick else []), threads, work,
                        copies=1 if quick else len(multi))
     try:
+        warm_mix = [(1.0, max(slos))] if quick else multi
+        warm_up(kx.replayer(warm_mix), warm_mix)
         singles("vnx-kafka", kx.replayer)
         if not quick:
             measure("vnx-kafka", "multi", kx.replayer(multi), multi)
@@ -430,9 +442,11 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
                                   copies=copies, log_dir=work / "logs")
 
             with server(1) as srv:
+                warm_up(srv.replay, [(1.0, max(slos))])
                 singles(system, lambda mix: srv.replay, srv.knobs, uniform and (max_batch, wait_s) == middle)
             if not quick:
                 with server(len(multi)) as srv:
+                    warm_up(srv.replay, multi)
                     measure(system, "multi", srv.replay, multi, srv.knobs)
 
     # Best per (system, scenario, SLO) over its knobs.
@@ -494,6 +508,9 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
                                      if k in systems},
                        "multi": [{"share": round(s, 3), "slo_ms": round(slo * 1000)} for s, slo in multi],
                        "probe_seconds": base_s, "min_requests_per_probe": min_req, "bisection_tol": tol,
+                       "warm_up": {"seconds": warm_s, "rate": round(warm_rate, 1),
+                                   "note": "every server (vnx-kafka's executor and broker, each peer's server) "
+                                           "before its first probe; vnx-inproc builds a new executor per probe"},
                        "arrivals": "poisson" + ("; uniform at the tightest SLO (peers: middle knobs)" if uniform else ""),
                        "profile": prof.to_dict(), "logs": str(work / "logs")},
             "results": results, "best": [v for _, v in sorted(best.items(), key=lambda kv: str(kv[0]))],
