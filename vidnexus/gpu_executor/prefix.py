@@ -137,7 +137,7 @@ def detect_prefix_groups(models: Mapping[str, Any], declared: Mapping[str, str] 
     for depth in range(max((len(h) for h in seqs.values()), default=1) - 1, 0, -1):
         buckets: dict[str, list[str]] = {}
         for name, h in free.items():
-            if len(h) > depth:  # a head of at least one layer is left
+            if len(h) > depth and parameter_bytes(models[name][:depth]) > 0:  # a head left; a trunk with weights
                 buckets.setdefault(h[depth - 1], []).append(name)
         for key, names in buckets.items():
             if len(names) > 1:

@@ -131,7 +131,8 @@ class HeldBackground:
     auto-exposure, which brightens the whole room when a dark-clothed person walks in, is not a
     foreground). ``apply(image)`` returns boxes around blobs of at least ``min_area`` pixels where
     some channel differs from the background by more than ``threshold``; the first ``warmup``
-    frames only learn the background (the scene should be empty then).
+    frames only learn the background (the scene should be empty then). Foreground pixels are learned
+    too, 50 times slower: what stays for minutes (a moved chair) becomes background.
 
     MOG2 (:class:`MotionDetector`) is the better choice for things that keep moving (cars); it
     absorbs a person standing still within seconds, and a camera's exposure change makes all of a
@@ -172,6 +173,9 @@ class HeldBackground:
         self._was_fg = fg > 0
         learn = ~self._was_fg
         self._bg[learn] += self.alpha * (x[learn] - self._bg[learn])
+        # What stays foreground for minutes becomes background (a moved chair, a lamp switched on):
+        # 1/50 of the rate, so a person standing still for a minute at 5 fps is 8% faded.
+        self._bg[self._was_fg] += self.alpha / 50 * (x[self._was_fg] - self._bg[self._was_fg])
         return sorted(boxes, key=lambda b: (b.y1, b.x1))
 
 

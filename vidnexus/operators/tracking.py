@@ -228,6 +228,9 @@ class BlobTracker:
         for ti, got in claims.items():
             t = self.live[ti]
             t.box, t.last_frame, t.hits = _union(got), frame_no, t.hits + 1
+            t.history.append((frame_no, t.box))
+            if len(t.history) > 64:  # the first sighting and the recent ones (a person may stand for hours)
+                del t.history[1:-63]
             seen.append(t)
         groups: list[list[Box]] = []
         for b in rest:
@@ -239,6 +242,7 @@ class BlobTracker:
                 groups.append([b])
         for g in groups:
             t = Track(self._next, _union(g), frame_no, frame_no)
+            t.history.append((frame_no, t.box))
             self._next += 1
             self.live.append(t)
             seen.append(t)

@@ -75,8 +75,8 @@ def parse_lines(tags: Mapping[str, str]) -> list[Line]:
             x1, y1, x2, y2 = (float(v) for v in value.split(","))
         except ValueError:
             raise ValueError(f"tag {key}={value!r}: a line is x1,y1,x2,y2 in the frame's pixels") from None
-        if not name or (x1, y1) == (x2, y2):
-            raise ValueError(f"tag {key}={value!r}: a line needs a name and two distinct points")
+        if not name or ":" in name or (x1, y1) == (x2, y2):
+            raise ValueError(f"tag {key}={value!r}: a line needs a name (without ':') and two distinct points")
         out.append(Line(name, x1, y1, x2, y2))
     return out
 
@@ -119,8 +119,8 @@ def parse_zones(tags: Mapping[str, str]) -> list[Zone]:
                              f"frame's pixels")
         pts = tuple(zip(nums[0::2], nums[1::2]))
         area = sum(ax * by - bx * ay for (ax, ay), (bx, by) in zip(pts, pts[1:] + pts[:1])) / 2
-        if not name or area == 0:
-            raise ValueError(f"tag {key}={value!r}: a zone needs a name and an area")
+        if not name or ":" in name or area == 0:
+            raise ValueError(f"tag {key}={value!r}: a zone needs a name (without ':') and an area")
         out.append(Zone(name, pts))
     return out
 

@@ -566,7 +566,7 @@ def _mount_pages(api: Any, tokens: Tokens, backoff: Any, backoff_lock: threading
 
     from vidnexus.roles.console_pages import ConsoleOps, PageError, mount_pages
 
-    def role_of(token: str, client: str) -> str | None:
+    def role_of(token: str, client: str, login: bool = False) -> str | None:
         now = clock.now()
         with backoff_lock:
             wait = backoff.blocked_for(client, now)
@@ -575,7 +575,7 @@ def _mount_pages(api: Any, tokens: Tokens, backoff: Any, backoff_lock: threading
             role = tokens.role(f"Bearer {token}")
             if role is None:
                 backoff.failed(client, now)
-            else:
+            elif login:  # only signing in clears the count: a page's cookie must not reset it
                 backoff.succeeded(client)
         return role
 

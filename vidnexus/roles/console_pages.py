@@ -24,6 +24,7 @@ Example (the chart a result gets):
 from __future__ import annotations
 
 import html
+import logging
 import math
 import threading
 from collections import OrderedDict, deque
@@ -40,8 +41,11 @@ from vidnexus.errors import CodecError, VidnexusError
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 __all__ = ["FrameTap", "ConsoleOps", "mount_pages", "chart_svg", "draw_overlays", "COOKIE"]
+
+logger = logging.getLogger(__name__)
 
 COOKIE = "vnx_console"
 """The cookie that holds the token a person signed in with."""
@@ -82,8 +86,9 @@ class FrameTap:
         >>> tap.close()
     """
 
-    def __init__(self, bus: Bus, topics: Topics, *, keep: int = 4, poll_s: float = 0.2) -> None:
-        self.topics, self.keep, self.poll_s = topics, keep, poll_s
+    def __init__(self, bus: Bus, topics: Topics, *, keep: int = 4, poll_s: float = 0.2,
+                 forget_s: float = 600.0) -> None:
+        self.topics, self.keep, self.poll_s, self.forget_s = topics, keep, poll_s, forget_s
         self._consumer = bus.subscribe([topics.frames, topics.rows], group=None, from_beginning=False)
         self._lock = threading.Condition()
         self._seen: dict[str, _Seen] = {}
@@ -94,24 +99,40 @@ class FrameTap:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                batch = self._consumer.poll(timeout_s=self.poll_s)
-            except VidnexusError:
-                self._stop.wait(1.0)  # the bus is away: try again (the console goes on without thumbnails)
-                continue
-            for m in batch:
+        try:
+            while not self._stop.is_set():
                 try:
-                    if m.topic == self.topics.frames:
-                        stream = m.key.decode() if m.key else decode_frame(m.value).stream_id
-                        with self._lock:
-                            self._entry(stream).frames.append(m.value)
-                            self._last[stream] = wall()
-                            self._lock.notify_all()
-                    else:
-                        self._rows(*decode_rows(m.value))
-                except (CodecError, UnicodeDecodeError):
-                    self.malformed += 1
+                    batch = self._consumer.poll(timeout_s=self.poll_s)
+                except VidnexusError:
+                    self._stop.wait(1.0)  # the bus is away: try again (the console goes on without thumbnails)
+                    continue
+                self._take(batch)
+                self._forget_idle()
+        except Exception:  # never silently: a reader that stops holds the in-memory bus's frames
+            logger.exception("console: the frame tap stopped; thumbnails stop with it")
+            self._consumer.close()
+
+    def _forget_idle(self) -> None:
+        """Drop what is kept of streams with no frame for ``forget_s`` (removed, or ended)."""
+        now = wall()
+        with self._lock:
+            for stream in [s for s, t in self._last.items() if now - t > self.forget_s]:
+                self._last.pop(stream, None)
+                self._seen.pop(stream, None)
+
+    def _take(self, batch: Sequence[Any]) -> None:
+        for m in batch:
+            try:
+                if m.topic == self.topics.frames:
+                    stream = m.key.decode() if m.key else decode_frame(m.value).stream_id
+                    with self._lock:
+                        self._entry(stream).frames.append(m.value)
+                        self._last[stream] = wall()
+                        self._lock.notify_all()
+                else:
+                    self._rows(*decode_rows(m.value))
+            except (CodecError, UnicodeDecodeError):
+                self.malformed += 1
 
     def _entry(self, stream: str) -> _Seen:
         e = self._seen.get(stream)
@@ -226,6 +247,8 @@ def draw_overlays(img: Any, rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
                                      for r in boxed if r.get("crossings")))
         for r in rs:
             if all(k in r for k in ("x1", "y1", "x2", "y2")):
+                if not all(_num(r[k]) is not None for k in ("x1", "y1", "x2", "y2")):
+                    continue  # a row without a usable box: nothing to draw
                 p1 = (int(max(0, min(w - 1, float(r["x1"])))), int(max(0, min(h - 1, float(r["y1"])))))
                 p2 = (int(max(0, min(w - 1, float(r["x2"])))), int(max(0, min(h - 1, float(r["y2"])))))
                 colour = (0, 220, 255) if r.get("counts") else (60, 255, 60)
@@ -239,6 +262,8 @@ def draw_overlays(img: Any, rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
             kp = r.get("kp_read")
             if isinstance(kp, (list, tuple)) and len(kp) >= 2:
                 for x, y in zip(kp[0::2], kp[1::2]):
+                    if _num(x) is None or _num(y) is None:
+                        continue
                     cv2.circle(img, (int(x), int(y)), max(2, thick + 1), (255, 80, 255), -1, cv2.LINE_AA)
             shown = [f"{k.removesuffix('_read')} {_short(v)}" for k, v in r.items()
                      if k not in _HIDDEN_COLUMNS and k != "kp_read" and "truth" not in k
@@ -445,8 +470,9 @@ class ConsoleOps:
     """What the pages do, through the same code as the API (and the CLI): built by
     :func:`vidnexus.roles.console.build_api`."""
 
-    role_of: Callable[[str, str], str | None]
-    """(token, client address) → ``"read"``, ``"admin"`` or None (counts toward the back-off)."""
+    role_of: Callable[..., str | None]
+    """(token, client address, login=False) → ``"read"``, ``"admin"`` or None (counts toward the
+    back-off; only a sign-in clears it); raises ``PageError`` while the address waits."""
     registry: Callable[[], Any]
     add_stream: Callable[[dict[str, Any]], dict[str, Any]]
     """A form's fields → the stream's document; raises ``PageError`` naming the field."""
@@ -512,12 +538,39 @@ def mount_pages(api: FastAPI, ops: ConsoleOps, *, tap: FrameTap | None = None) -
     def client(request: Request) -> str:
         return request.client.host if request.client else "?"
 
+    class _Blocked(Exception):
+        pass
+
     def who(request: Request) -> str | None:
         token = request.cookies.get(COOKIE)
-        return ops.role_of(token, client(request)) if token else None
+        if not token:
+            return None
+        try:
+            return ops.role_of(token, client(request))
+        except PageError as e:
+            raise _Blocked(str(e)) from None
+
+    @api.exception_handler(_Blocked)
+    def blocked(request: Request, exc: _Blocked) -> Response:
+        return HTMLResponse(_page("Wait", f'<div class="err">{html.escape(str(exc))}</div>', None), status_code=429)
 
     def login_first() -> Response:
-        return RedirectResponse("/login", status_code=303)
+        r = RedirectResponse("/login", status_code=303)
+        r.delete_cookie(COOKIE, path="/")  # a stale cookie (the tokens changed) is not sent again
+        return r
+
+    def cross_site(request: Request) -> bool:
+        """A change sent by a page of another origin (CSRF): the browser says so in Sec-Fetch-Site,
+        else the Origin header names another host or port."""
+        site = request.headers.get("sec-fetch-site")
+        if site is not None:
+            return site not in ("same-origin", "none")
+        origin = request.headers.get("origin")
+        return origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}"
+
+    def forbidden_origin() -> HTMLResponse:
+        return HTMLResponse(_page("Not allowed", '<div class="err">a change from another site\'s page is refused</div>',
+                                  None), status_code=403)
 
     def refused(role: str | None, what: str) -> HTMLResponse:
         return HTMLResponse(_page("Not allowed", f'<div class="err">{html.escape(what)} needs the admin token; '
@@ -539,9 +592,11 @@ def mount_pages(api: FastAPI, ops: ConsoleOps, *, tap: FrameTap | None = None) -
 
     @api.post("/login", include_in_schema=False)
     async def login(request: Request) -> Response:
+        if cross_site(request):
+            return forbidden_origin()
         token = form(await request.body()).get("token", "").strip()
         try:
-            role = ops.role_of(token, client(request))
+            role = ops.role_of(token, client(request), login=True)
         except PageError as e:  # too many wrong tokens from this address
             return HTMLResponse(_page("Sign in", f'<div class="err">{html.escape(str(e))}</div>', None), status_code=429)
         if role is None:
@@ -551,7 +606,9 @@ def mount_pages(api: FastAPI, ops: ConsoleOps, *, tap: FrameTap | None = None) -
         return r
 
     @api.post("/logout", include_in_schema=False)
-    def logout() -> Response:
+    def logout(request: Request) -> Response:
+        if cross_site(request):
+            return forbidden_origin()
         r = RedirectResponse("/login", status_code=303)
         r.delete_cookie(COOKIE, path="/")
         return r
@@ -619,11 +676,13 @@ def mount_pages(api: FastAPI, ops: ConsoleOps, *, tap: FrameTap | None = None) -
         role = who(request)
         if role is None:
             return login_first()
+        if cross_site(request):
+            return forbidden_origin()
         if role != "admin":
             return refused(role, "Adding a stream")
         values = form(await request.body())
-        try:
-            doc = ops.add_stream(values)
+        try:  # probing a source takes seconds: off the event loop, which serves every other request
+            doc = await run_in_threadpool(ops.add_stream, values)
         except PageError as e:
             return streams_page(role, error=str(e), values=values, code=422)
         return done(f"stream {doc['name']} added")
@@ -633,6 +692,8 @@ def mount_pages(api: FastAPI, ops: ConsoleOps, *, tap: FrameTap | None = None) -
         role = who(request)
         if role is None:
             return login_first()
+        if cross_site(request):
+            return forbidden_origin()
         if role != "admin":
             return refused(role, f"To {verb} a stream")
         how = {"pause": ops.registry().pause, "resume": ops.registry().resume, "remove": ops.registry().remove}.get(verb)
@@ -731,5 +792,5 @@ def mount_pages(api: FastAPI, ops: ConsoleOps, *, tap: FrameTap | None = None) -
         if role is None:
             return login_first()
         query = form(await request.body()).get("query", "")
-        code, doc = ops.sql(query)
+        code, doc = await run_in_threadpool(ops.sql, query)  # up to its time limit: off the event loop
         return sql_page(role, query, _result(code, doc))

@@ -284,7 +284,7 @@ class Embedded:
                         slo_ms=float(self.app.slo_ms), profiles=core.core.profiles() if core else {},
                         elapsed_s=self._elapsed_s)
         where = (f"app = {quote(self.app.name)} AND stream IN "
-                 f"({', '.join(quote(n) for n in sorted(self.names))})")
+                 f"({', '.join(quote(n) for n in sorted(self.names)) or quote('')})")
         by_stream: dict[str, dict[str, int]] = {}
         for stream, status, n in self.store.query(f"SELECT stream, status, count() FROM vnx_frames FINAL "
                                                   f"WHERE {where} GROUP BY stream, status").rows:

@@ -146,7 +146,7 @@ def spec_problem(spec: "StreamSpec") -> str | None:
     def bad(option: str, value: Any, allowed: str) -> str:
         return f"stream {spec.name}: {option}={value!r} is not allowed; use {allowed}"
 
-    if not isinstance(spec.name, str) or not _NAME.fullmatch(spec.name):
+    if not isinstance(spec.name, str) or not _NAME.fullmatch(spec.name) or not spec.name.strip("."):
         return (f"stream name {spec.name!r} is not allowed; use 1-200 letters, digits, '-', '_' or '.'")
     if not isinstance(spec.url, str) or not spec.url.strip():
         return f"stream {spec.name}: empty URL; give a file path, rtsp://, http(s):// or synthetic:// URL"

@@ -69,3 +69,26 @@ def test_the_people_app_counts_who_came_and_when_like_a_person(tmp_path):
     assert len(got) == LABELS["people"] == len(want), got
     for (a, b), (x, y) in zip(got, want):  # every presence interval within 1 s of the person's
         assert abs(a - x) <= 1.0 and abs(b - y) <= 1.0, (got, want)
+
+
+def test_what_stays_for_minutes_becomes_background_and_tracks_keep_a_bounded_history():
+    rng = np.random.default_rng(1)
+    room = rng.integers(60, 200, (60, 80, 3)).astype(np.uint8)
+    bg = HeldBackground(warmup=3, min_area=50, alpha=0.05)
+    for _ in range(3):
+        bg.apply(room)
+    moved = room.copy()
+    moved[10:40, 10:40] = 250  # a chair moved for good
+    n = 0
+    while bg.apply(moved):
+        n += 1
+        assert n < 5000
+    assert n > 200  # far slower than a person walks past (minutes at 5 fps), but it heals
+    from vidnexus.operators.tracking import moving_tracks
+
+    bt = BlobTracker()
+    for k in range(200):
+        bt.update([Box(k, 0, k + 10, 10)], k)
+    t = bt.live[0]
+    assert len(t.history) <= 64 and t.history[0] == (0, Box(0, 0, 10, 10))
+    assert moving_tracks([t], 5, 40.0) == [t]

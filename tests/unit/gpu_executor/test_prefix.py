@@ -229,3 +229,11 @@ def test_sequential_models_share_their_longest_common_run_of_layers():
     assert np.allclose(got_a[0], want_a.numpy(), atol=1e-6) and np.allclose(got_b[0], want_b.numpy(), atol=1e-6)
     # Identical models: each keeps its last layer as its head.
     assert common_depth([a, nn.Sequential(*a)]) == 3
+
+
+def test_layers_without_weights_are_no_shared_prefix():
+    """Two unrelated models that both begin with a Flatten share no weights: no group."""
+    torch.manual_seed(0)
+    a = nn.Sequential(nn.Flatten(), nn.Linear(16, 4))
+    b = nn.Sequential(nn.Flatten(), nn.Linear(16, 3))
+    assert detect_prefix_groups({"a": a, "b": b}) == {}

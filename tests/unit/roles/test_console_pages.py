@@ -175,3 +175,45 @@ def test_chart_kinds():
     assert bars is not None and bars.count("<rect") >= 2 and "<polyline" not in bars
     assert chart_svg(["a", "b"], ["String", "String"], [["x", "y"]]) is None
     assert chart_svg(["n"], ["UInt8"], []) is None
+
+
+def test_a_change_from_another_sites_page_is_refused(server):
+    b = Browser(server)
+    b.sign_in(ADMIN)
+    data = urllib.parse.urlencode({"name": "csrf", "url": "synthetic://hud?fps=5&seconds=1", "app": "hud"}).encode()
+    for headers in ({"Origin": "http://evil.example:8080"}, {"Sec-Fetch-Site": "cross-site"},
+                    {"Sec-Fetch-Site": "same-site"}):
+        req = urllib.request.Request(server.url + "/streams", data=data, headers=headers)
+        try:
+            b.opener.open(req, timeout=30)
+            code = 200
+        except urllib.error.HTTPError as e:
+            code = e.code
+        assert code == 403, headers
+    assert 'data-stream="csrf"' not in text(b.go("/streams")[2])  # nothing was registered
+
+
+def test_a_blocked_address_waits_with_429_and_a_stale_cookie_is_dropped(server):
+    srv = ConsoleServer(server.store, Tokens(READ, ADMIN), "127.0.0.1", 0).start()  # its own back-off
+    try:
+        b = Browser(srv)
+        b.sign_in(READ)
+        good = next(c for c in b.jar if c.name == COOKIE)
+        good.value = "stale-token-0123456789"  # the tokens changed since this browser signed in
+        code, url, _ = b.go("/streams")
+        assert url.endswith("/login") and not any(c.name == COOKIE for c in b.jar)
+        for _ in range(5):
+            b.sign_in("wrong-token-0123456789")
+        code, _, body = b.go("/login", {"token": READ})  # even the right token waits now
+        assert code == 429 and "retry in" in text(body)
+    finally:
+        srv.stop()
+
+
+def test_overlays_skip_rows_without_a_usable_box():
+    from vidnexus.roles.console_pages import draw_overlays
+
+    img = draw_overlays(np.zeros((60, 80, 3), np.uint8),
+                        {"t": [{"x1": float("nan"), "y1": 1, "x2": None, "y2": 4, "track_id": 1},
+                               {"kp_read": (float("nan"), 3.0, 10.0, 10.0)}]})
+    assert img.shape == (60, 80, 3)

@@ -37,7 +37,7 @@ MIN_HITS = 5
 app = App("people", slo_ms=1000, ordered=True)
 sightings = app.table(
     "people_sightings",
-    {"pts": "Float64", "track_id": "UInt32", "x1": "Float32", "y1": "Float32", "x2": "Float32", "y2": "Float32",
+    {"pts": "Float64", "track_id": "UInt64", "x1": "Float32", "y1": "Float32", "x2": "Float32", "y2": "Float32",
      "counts": "UInt8", "latency_ms": "Float32"},
 )
 
@@ -47,6 +47,7 @@ class _Camera:
         self.resize = Resize(384)
         self.background = HeldBackground(threshold=30.0, alpha=0.05, warmup=5, min_area=300)
         self.tracker = BlobTracker(margin=20.0, gap=20.0, max_missed=5)
+        self.first: dict[int, int] = {}  # track → the frame number it began at
         self.n = 0
 
 
@@ -59,11 +60,17 @@ def track(f: Frame) -> list[dict[str, Any]]:
     small, scale = cam.resize(img)
     seen = cam.tracker.update(cam.background.apply(small), cam.n)
     cam.n += 1
+    live = {t.track_id for t in cam.tracker.live}
+    if len(cam.first) > 4 * max(1, len(live)):
+        cam.first = {k: v for k, v in cam.first.items() if k in live}
     latency = (wall_time() - f.ingest_ts) * 1000
     rows = []
     for t in seen:
         b = t.box
-        rows.append({"pts": f.pts, "track_id": t.track_id, "x1": b.x1 / scale, "y1": b.y1 / scale,
+        # Unique across restarts of the worker (its tracker numbers from 1 again): the frame number
+        # the track began at, and its number then.
+        first = cam.first.setdefault(t.track_id, f.frame_no)
+        rows.append({"pts": f.pts, "track_id": first * 1000 + t.track_id % 1000, "x1": b.x1 / scale, "y1": b.y1 / scale,
                      "x2": b.x2 / scale, "y2": b.y2 / scale, "counts": int(t.hits >= MIN_HITS), "latency_ms": latency})
     return rows
 

@@ -184,7 +184,9 @@ GROUP BY stream, minute ORDER BY stream, minute""",
     "dwell per zone": """
 SELECT stream, zone, count() AS vehicles, round(avg(dwell), 1) AS mean_dwell_s, round(max(dwell), 1) AS max_dwell_s
 FROM (SELECT stream, track_id, arrayJoin(zones) AS zone, max(pts) - min(pts) AS dwell
-      FROM traffic_objects FINAL WHERE counts = 1 GROUP BY stream, track_id, zone)
+      FROM traffic_objects FINAL
+      WHERE (stream, track_id) IN (SELECT stream, track_id FROM traffic_objects FINAL WHERE counts = 1)
+      GROUP BY stream, track_id, zone)
 GROUP BY stream, zone ORDER BY stream, zone""",
     "line crossings": """
 SELECT stream, splitByChar(':', c)[1] AS line, splitByChar(':', c)[2] AS direction, count() AS vehicles
