@@ -93,6 +93,19 @@ class RegionOfInterest:
         return [b for b in boxes if self.contains(b)]
 
 
+def blob_boxes(mask: np.ndarray, kernel: np.ndarray, min_area: float) -> tuple[list[Box], np.ndarray]:
+    """Boxes around the blobs of a binary foreground mask (opened, then dilated twice with
+    ``kernel``) of at least ``min_area`` pixels, top to bottom; and the cleaned mask."""
+    fg = cv2.dilate(cv2.morphologyEx(mask, cv2.MORPH_OPEN, kernel), kernel, iterations=2)
+    contours, _ = cv2.findContours(fg, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    boxes = []
+    for c in contours:
+        if cv2.contourArea(c) >= min_area:
+            x, y, w, h = cv2.boundingRect(c)
+            boxes.append(Box(x, y, x + w, y + h, 1.0, "motion"))
+    return sorted(boxes, key=lambda b: (b.y1, b.x1)), fg
+
+
 class MotionDetector:
     """Background subtraction (OpenCV MOG2) per stream: ``apply(image)`` returns boxes around
     moving blobs of at least ``min_area`` pixels (shadows ignored). The first ``warmup`` frames
@@ -112,15 +125,8 @@ class MotionDetector:
         if self.frames <= self.warmup:
             return []
         _, fg = cv2.threshold(fg, 200, 255, cv2.THRESH_BINARY)  # 127 marks shadows; drop them
-        fg = cv2.morphologyEx(fg, cv2.MORPH_OPEN, self._kernel)
-        fg = cv2.dilate(fg, self._kernel, iterations=2)
-        contours, _ = cv2.findContours(fg, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
-        boxes = []
-        for c in contours:
-            if cv2.contourArea(c) >= self.min_area:
-                x, y, w, h = cv2.boundingRect(c)
-                boxes.append(Box(x, y, x + w, y + h, 1.0, "motion"))
-        return sorted(boxes, key=lambda b: (b.y1, b.x1))
+        boxes, _ = blob_boxes(fg, self._kernel, self.min_area)
+        return boxes
 
 
 class HeldBackground:
@@ -161,22 +167,15 @@ class HeldBackground:
             ref = np.ones_like(ref)
         gain = np.median(self._bg[ref], axis=0) / np.maximum(1.0, np.median(x[ref], axis=0))
         x *= gain
-        fg = (np.abs(x - self._bg).max(axis=2) > self.threshold).astype(np.uint8) * 255
-        fg = cv2.morphologyEx(fg, cv2.MORPH_OPEN, self._kernel)
-        fg = cv2.dilate(fg, self._kernel, iterations=2)
-        contours, _ = cv2.findContours(fg, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
-        boxes = []
-        for c in contours:
-            if cv2.contourArea(c) >= self.min_area:
-                bx, by, bw, bh = cv2.boundingRect(c)
-                boxes.append(Box(bx, by, bx + bw, by + bh, 1.0, "motion"))
+        boxes, fg = blob_boxes((np.abs(x - self._bg).max(axis=2) > self.threshold).astype(np.uint8) * 255,
+                               self._kernel, self.min_area)
         self._was_fg = fg > 0
         learn = ~self._was_fg
         self._bg[learn] += self.alpha * (x[learn] - self._bg[learn])
         # What stays foreground for minutes becomes background (a moved chair, a lamp switched on):
         # 1/50 of the rate, so a person standing still for a minute at 5 fps is 8% faded.
         self._bg[self._was_fg] += self.alpha / 50 * (x[self._was_fg] - self._bg[self._was_fg])
-        return sorted(boxes, key=lambda b: (b.y1, b.x1))
+        return boxes
 
 
 class FrameDiffSkip:
