@@ -121,6 +121,26 @@ class Profile:
                 break
         return best
 
+    def efficient_batch_within(self, budget_s: float, *, planning: bool = False, cap: int | None = None) -> int:
+        """The batch to run back to back within ``budget_s``: the highest throughput b/ℓ(b) among
+        the b ≤ :meth:`max_batch_within` (the smaller b on a tie); 0 if even b=1 does not fit. Where
+        throughput grows with b (a GPU) this is the largest batch that fits, as in Nexus; where a
+        bigger batch costs more per request (a CPU whose caches a large batch spills) it is the
+        smaller batch that serves more (the control plane's ``saturated_batch`` rule).
+
+        Example:
+            >>> Profile((1, 4, 8), (0.003, 0.010, 0.036)).efficient_batch_within(0.050)
+            4
+            >>> Profile.linear(alpha=0.010, beta=0.010, max_batch=8).efficient_batch_within(0.050)
+            4
+        """
+        f = self.planning_latency if planning else self.latency
+        best, best_t = 0, 0.0
+        for b in range(1, self.max_batch_within(budget_s, planning=planning, cap=cap) + 1):
+            if b / f(b) > best_t * (1 + 1e-12):
+                best, best_t = b, b / f(b)
+        return best
+
     def fit(self) -> tuple[float, float]:
         """(α, β) of the least-squares line through the measured means."""
         return fit_linear(self.sizes, self.mean_s)

@@ -65,10 +65,11 @@ class Split:
 
 
 def throughput_from_profile(p: Profile) -> Throughput:
-    """T(t) = B/ℓ(B) for the largest B with 2ℓ(B) ≤ t (a saturated device, Nexus §6.1)."""
+    """T(t) = B/ℓ(B) for the B with 2ℓ(B) ≤ t that serves most (a saturated device, Nexus §6.1: the
+    largest such B where throughput grows with B; see ``Profile.efficient_batch_within``)."""
 
     def t(budget: float) -> float:
-        b = p.max_batch_within(budget / 2 + 1e-12)
+        b = p.efficient_batch_within(budget / 2 + 1e-12)
         return p.throughput(b) if b else 0.0
 
     return t

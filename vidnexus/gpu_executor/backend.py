@@ -112,7 +112,8 @@ def local_targets(
     """Batch sizes for sessions sharing one device, until a global plan says otherwise.
 
     Each scheduling unit — a session, or all sessions of one prefix group, which run as one merged
-    batch — starts at its saturated batch (largest b with 2·ℓ(b) ≤ SLO, Nexus §6.1); then, while some
+    batch — starts at its saturated batch (the b with 2·ℓ(b) ≤ SLO that serves most: Nexus §6.1's
+    largest such b where throughput grows with b, ``Profile.efficient_batch_within``); then, while some
     unit's worst case — a full duty cycle Σℓ(b_j) plus its own batch ℓ(b_i) — exceeds its SLO, the
     unit with the longest batch shrinks by one. Members of a group all get the group's batch size
     (the merge rule keeps the merged batch within it).
@@ -123,7 +124,7 @@ def local_targets(
         units.setdefault(groups.get(s.model, "session:" + s.session_id), []).append(s)
     slo = {u: min(s.slo_s for s in members) for u, members in units.items()}
     prof = {u: profiles[members[0].model] for u, members in units.items()}
-    b = {u: max(1, prof[u].max_batch_within(slo[u] / 2)) for u in units}
+    b = {u: max(1, prof[u].efficient_batch_within(slo[u] / 2)) for u in units}
 
     def lat(u: str) -> float:
         return prof[u].latency(b[u])

@@ -9,9 +9,34 @@ from typing import Any, Callable
 
 from vidnexus.config import Settings
 
-__all__ = ["build_runner", "prepare_models", "prefix_batching"]
+__all__ = ["build_runner", "prepare_models", "prefix_batching", "profile_schedule"]
 
 logger = logging.getLogger(__name__)
+
+SERVED_SIZES = (1, 2, 3, 4, 6, 8, 12, 16)
+"""Batch sizes a served executor profiles (plans never go past the largest: ℓ(b) of the sizes
+between is interpolated). A CPU's most efficient batch is often small and not a power of two."""
+SLOW_SIZES = (1, 2, 4, 8)
+"""What a model too slow for :data:`SERVED_SIZES` within :data:`PROFILE_BUDGET_S` is profiled at."""
+PROFILE_BUDGET_S = 15.0
+"""Seconds a first profile of a model may take before it is cut to :data:`SLOW_SIZES`, 1 + 2 runs."""
+
+
+def profile_schedule(one_s: float) -> tuple[tuple[int, ...], int, int]:
+    """Pure: (batch sizes, warm-up runs, timed rounds) to profile a model whose batch of 1 takes
+    ``one_s``: every size of :data:`SERVED_SIZES` warmed twice, then 5 rounds over them, when that
+    fits :data:`PROFILE_BUDGET_S` (a batch of b costs at most about b batches of 1); else
+    :data:`SLOW_SIZES`, once and twice (a 5 s detector then profiles in about 4 minutes, not 40).
+
+    Example:
+        >>> profile_schedule(0.004)
+        ((1, 2, 3, 4, 6, 8, 12, 16), 2, 5)
+        >>> profile_schedule(5.0)
+        ((1, 2, 4, 8), 1, 2)
+    """
+    if (2 + 5) * sum(SERVED_SIZES) * one_s <= PROFILE_BUDGET_S:
+        return SERVED_SIZES, 2, 5
+    return SLOW_SIZES, 1, 2
 
 
 def build_runner(repo: Any, model: str, device: str, weights: Path | None) -> Any:
@@ -56,7 +81,6 @@ def prepare_models(
     from vidnexus.gpu_executor.runner import TorchRunner
 
     say = progress or (lambda line: None)
-    sizes = [1, 2, 4, 8]
     runners: dict[str, Any] = {}
     profiles: dict[str, Any] = {}
     for name in dict.fromkeys(models):
@@ -79,10 +103,12 @@ def prepare_models(
         env = profile_env(device, version)
         prof = load_profile(settings.data_dir / "profiles", name, device, env)
         if prof is None:
-            # repeats=2, warmup=1: three runs of each size; a batch of b costs about b single requests.
-            say(f"profiling {name}: batch sizes {', '.join(map(str, sizes))}, about {3 * sum(sizes) * one:.0f} s "
+            sizes, warmup, repeats = profile_schedule(one)
+            say(f"profiling {name}: batch sizes {', '.join(map(str, sizes))}, about "
+                f"{(warmup + repeats) * sum(sizes) * one:.0f} s "
                 f"(once for this model, device, CPU, torch version and thread count)")
-            prof, _ = profile_runner(runners[name], lambda: x, sizes, repeats=2, warmup=1)  # called now
+            prof, _ = profile_runner(runners[name], lambda: x, list(sizes), repeats=repeats,
+                                     warmup=warmup)  # called now
             save_profile(settings.data_dir / "profiles", name, device, prof, env)
         profiles[name] = prof
         # The first batch of each new size builds kernels (100+ ms on a CPU): do it before serving,

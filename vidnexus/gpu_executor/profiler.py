@@ -1,4 +1,4 @@
-"""Measure ℓ(b) of a model on a device: warm-up, repeats, mean and spread per batch size."""
+"""Measure ℓ(b) of a model on a device: warm-up, repeats, typical latency and spread per batch size."""
 
 from __future__ import annotations
 
@@ -20,20 +20,27 @@ def profile_runner(
     run: Callable[[list[Any]], Any], make_input: Callable[[], Any], sizes: list[int],
     repeats: int = 5, warmup: int = 2, progress: Callable[[int], None] | None = None,
 ) -> tuple[Profile, list[tuple[int, float, float]]]:
-    """Time ``run`` on batches of each size; returns the profile and (b, mean, std) rows."""
-    rows = []
+    """Time ``run`` on batches of each size; returns the profile and (b, typical, spread) rows.
+
+    Every size is warmed (``warmup`` runs each) before any is timed, and the timed runs go round the
+    sizes ``repeats`` times instead of one size after the other: a JIT (TorchScript's profiling
+    executor re-specializes as shapes change) and the caches then are in the state serving leaves
+    them, where batch sizes vary from one batch to the next. The typical latency of a size is the
+    median of its runs (a run the OS preempted does not move it); the spread is their standard
+    deviation."""
+    batches = {b: [make_input() for _ in range(b)] for b in sizes}
     for b in sizes:
         if progress:
             progress(b)
-        batch = [make_input() for _ in range(b)]
         for _ in range(warmup):
-            run(batch)
-        times = []
-        for _ in range(repeats):
+            run(batches[b])
+    times: dict[int, list[float]] = {b: [] for b in sizes}
+    for _ in range(repeats):
+        for b in sizes:
             t0 = time.perf_counter()
-            run(batch)
-            times.append(time.perf_counter() - t0)
-        rows.append((b, statistics.fmean(times), statistics.pstdev(times)))
+            run(batches[b])
+            times[b].append(time.perf_counter() - t0)
+    rows = [(b, statistics.median(times[b]), statistics.pstdev(times[b])) for b in sizes]
     # ℓ must not decrease with b (noise at small sizes can make it look so).
     means, best = [], 0.0
     for _, m, _ in rows:
@@ -72,6 +79,12 @@ def profile_model(
                           progress=progress)
 
 
+PROFILE_METHOD = 2
+"""How :func:`profile_runner` measures, part of every cached profile's key: 2 = every size warmed
+before timing, rounds over the sizes, medians (1, before 2026-11-27: sizes one after the other, 2
+runs each, the first timed while a JIT was still specializing: batches looked up to 2× dearer)."""
+
+
 def _cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -90,7 +103,7 @@ def profile_env(device: str, version: int | None = None) -> dict[str, Any]:
     import torch
 
     env: dict[str, Any] = {"device": device, "cpu": _cpu_name(), "torch": torch.__version__,
-                           "threads": torch.get_num_threads()}
+                           "threads": torch.get_num_threads(), "method": PROFILE_METHOD}
     if device.startswith("cuda"):
         env["gpu"] = torch.cuda.get_device_name(int(device.partition(":")[2] or 0))
     if version is not None:
