@@ -18,7 +18,8 @@ SUMMARY_KEYS = {
     "scheduler": {"mean_devices_over_lower_bound", "mean_devices_over_optimal_small", "oblivious_over_squishy",
                   "plan_ms_1000_sessions", "plan_ms_10000_sessions", "mean_optimal_small_over_lower_bound",
                   "devices_over_lower_bound_10000_sessions", "replan_ms_10000_sessions",
-                  "replan_moved_fraction_10000_sessions", "single_type_cost_over_mix"},
+                  "replan_moved_fraction_10000_sessions", "single_type_cost_over_mix", "mean_devices_over_split_bound",
+                  "mean_optimal_small_over_split_bound", "devices_over_split_bound_10000_sessions"},
     "latency-split": {"min_gain", "max_gain"},
     "cluster": {"miss_rate", "miss_rate_over_nexus", "devices_over_lower_bound", "devices_over_fresh_plan",
                 "moves_per_epoch", "moved_fraction_per_epoch", "plan_ms_mean", "step_reaction_s", "step_miss_rate"},
@@ -74,6 +75,12 @@ def test_quick_run_writes_the_json(name, tmp_path):
             r["specializations"] for r in doc["results"])
         assert {o["template"] for o in doc["summary"]["one_template"]} == {"compact_a"}
         assert len(doc["summary"]["one_template"]) == 4
+    if name == "scheduler":  # the bounds are bounds: below squishy and the exact optimum, the split one the tighter
+        for r in doc["results"]:
+            if "split_bound" in r:
+                assert r["lower_bound"] <= r["split_bound"] + 1e-9 and r["over_split_bound"] >= 1.0, r  # means over seeds
+        for s in next(r["small_instances"] for r in doc["results"] if "small_instances" in r):
+            assert math.ceil(s["lower_bound"] - 1e-9) <= s["split_bound"] <= s["exact"] <= s["squishy"], s
     if name == "cluster":  # every request is answered on time, late, or dropped with a reason
         for r in doc["results"]:
             assert r["requests"] == r["on_time"] + r["late"] + sum(r["drops"].values()) > 0, r

@@ -61,6 +61,11 @@ class ExecutorStats:
     sessions: tuple[SessionStats, ...] = ()
     every_s: float = 0.0
     """Seconds between this executor's reports (0: not said; documents of older executors)."""
+    memory_bytes: int = 0
+    """What the executor's device can hold models in: its free memory plus what the models it holds
+    use (0: not said). The planner's memory capacity per device is the least of these."""
+    model_bytes: dict[str, int] = field(default_factory=dict)
+    """Memory each of its models holds on its device (bytes)."""
 
 
 def _nan_free(v: float) -> float | None:
@@ -77,7 +82,7 @@ def encode_stats(s: ExecutorStats) -> bytes:
         "profiles": {m: p.to_dict() for m, p in s.profiles.items()},
         "sessions": [{k: (_nan_free(v) if isinstance(v, float) else v) for k, v in asdict(x).items()}
                      for x in s.sessions],
-        "every_s": s.every_s,
+        "every_s": s.every_s, "memory_bytes": s.memory_bytes, "model_bytes": s.model_bytes,
     }
     return to_json("stats", STATS_VERSION, doc)
 
@@ -91,6 +96,7 @@ def decode_stats(raw: bytes) -> ExecutorStats:
                              {str(k): int(v) for k, v in d.get("targets", {}).items()},
                              tuple(str(x) for x in d.get("serving", [])),
                              {m: Profile.from_dict(p) for m, p in d.get("profiles", {}).items()}, sessions,
-                             float(d.get("every_s", 0.0)))
+                             float(d.get("every_s", 0.0)), int(d.get("memory_bytes", 0)),
+                             {str(k): int(v) for k, v in d.get("model_bytes", {}).items()})
     except Exception as e:  # any shape the record may have: the role must go on
         raise CodecError(f"malformed stats document: {e}") from None

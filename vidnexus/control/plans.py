@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Mapping, Sequence
 
@@ -22,7 +23,7 @@ from vidnexus.contracts.profile import Profile
 from vidnexus.contracts.stats import ExecutorStats
 from vidnexus.control.squishy import Allocation, Node, Plan, SessionLoad
 
-__all__ = ["loads_from_stats", "assign_executors", "epoch_plan", "cover_idle_sessions"]
+__all__ = ["loads_from_stats", "memory_capacity", "assign_executors", "epoch_plan", "cover_idle_sessions"]
 
 
 def loads_from_stats(stats: Sequence[ExecutorStats]) -> tuple[list[SessionLoad], dict[str, Profile]]:
@@ -30,15 +31,33 @@ def loads_from_stats(stats: Sequence[ExecutorStats]) -> tuple[list[SessionLoad],
     rate: dict[str, float] = {}
     meta: dict[str, tuple[str, float]] = {}
     profiles: dict[str, Profile] = {}
+    memory: dict[str, int] = {}
     for doc in stats:
         for model, p in doc.profiles.items():
             profiles.setdefault(model, p)
+        for model, n in doc.model_bytes.items():
+            memory[model] = max(memory.get(model, 0), n)
         for s in doc.sessions:
             rate[s.session] = rate.get(s.session, 0.0) + s.rate_recent
             meta[s.session] = (s.model, s.slo_ms / 1000)
-    loads = [SessionLoad(sid, meta[sid][0], meta[sid][1], r) for sid, r in sorted(rate.items())
-             if meta[sid][0] in profiles]
+    loads = [SessionLoad(sid, meta[sid][0], meta[sid][1], r, memory.get(meta[sid][0], 0))
+             for sid, r in sorted(rate.items()) if meta[sid][0] in profiles]
     return loads, profiles
+
+
+def memory_capacity(stats: Sequence[ExecutorStats]) -> float:
+    """The memory a device can give models, for planning: the least any executor reports (a plan's
+    nodes may land on any of them); unbounded when none reports one.
+
+    Example:
+        >>> memory_capacity([ExecutorStats("a", "cpu", 0.0, memory_bytes=8 << 30),
+        ...                  ExecutorStats("b", "cuda", 0.0, memory_bytes=2 << 30), ExecutorStats("c", "cpu", 0.0)])
+        2147483648
+        >>> memory_capacity([])
+        inf
+    """
+    reported = [s.memory_bytes for s in stats if s.memory_bytes > 0]
+    return min(reported) if reported else math.inf
 
 
 def assign_executors(plan: Plan, alive: Sequence[str]) -> tuple[Plan, list[tuple[str, str]]]:

@@ -37,7 +37,8 @@ from vidnexus.contracts.reports import AppReport
 from vidnexus.contracts.sessions import SessionKey
 from vidnexus.contracts.stats import ExecutorStats
 from vidnexus.control.epochs import assign_devices, replan
-from vidnexus.control.plans import assign_executors, cover_idle_sessions, epoch_plan, loads_from_stats
+from vidnexus.control.plans import (assign_executors, cover_idle_sessions, epoch_plan, loads_from_stats,
+                                    memory_capacity)
 from vidnexus.control.query_analysis import analyze_merged, merge_reports, reserves_of, settle_reserves
 from vidnexus.control.squishy import Plan, SessionLoad, plan
 
@@ -160,6 +161,7 @@ def split_loads(now: float, seen: Observed, loads: list[SessionLoad], profiles: 
     for key, (_, r) in fresh.items():
         frame_rate[r.app] = frame_rate.get(r.app, 0.0) + seen.report_rates.get(key, 0.0)
     merged = {s.session_id: s for s in loads}
+    memory = {s.model: s.memory_bytes for s in loads}  # a stage session's model holds what its others do
     for app, sp in splits.items():
         if not sp.ok:
             continue
@@ -169,7 +171,7 @@ def split_loads(now: float, seen: Observed, loads: list[SessionLoad], profiles: 
             sid = str(SessionKey(m, budget))
             rate = frame_rate.get(app, 0.0) * fo.calls.get(m, 0) / frames
             old = merged.get(sid)
-            merged[sid] = SessionLoad(sid, m, budget / 1000, max(rate, old.rate if old else 0.0))
+            merged[sid] = SessionLoad(sid, m, budget / 1000, max(rate, old.rate if old else 0.0), memory.get(m, 0))
     return sorted(merged.values(), key=lambda s: s.session_id), {a: s.to_contract() for a, s in splits.items()}
 
 
@@ -177,12 +179,15 @@ def plan_epoch(now: float, ts: float, seen: Observed, state: SchedulerState,
                cfg: SchedulerConfig) -> tuple[EpochPlan, SchedulerState]:
     """One epoch: the plan to publish (``ts``: wall-clock time for the document) and the next state."""
     live = alive(now, seen, cfg)
-    loads, profiles = loads_from_stats([seen.stats[e][1] for e in live])
+    reports = [seen.stats[e][1] for e in live]
+    loads, profiles = loads_from_stats(reports)
     loads, splits = split_loads(now, seen, loads, profiles, cfg, state.last_reserves)
+    capacity = memory_capacity(reports)  # memory is a second capacity, as in Nexus
     prev = state.packing
     if prev is not None:
         prev = replace(prev, nodes=tuple(n for n in prev.nodes if n.device_id in live))
-    packing = replan(prev, loads, profiles) if prev is not None else assign_devices(plan(loads, profiles), "new")
+    packing = (replan(prev, loads, profiles, capacity) if prev is not None
+               else assign_devices(plan(loads, profiles, capacity), "new"))
     wanted = packing.devices
     packing, short = assign_executors(packing, live)
     epoch = state.epoch + 1

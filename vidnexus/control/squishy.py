@@ -25,7 +25,7 @@ from vidnexus.contracts.profile import Profile
 from vidnexus.control.packing import EPS, Bin, Item, LatencyTable, latency_table, make_item, pack, saturated_batch
 
 __all__ = ["SessionLoad", "Allocation", "Node", "Plan", "plan", "saturate", "residue", "merge_nodes", "one_more_saturated",
-           "lower_bound", "split", "Split", "bin_node", "EPS"]
+           "lower_bound", "split_lower_bound", "split", "Split", "bin_node", "EPS"]
 
 
 @dataclass(frozen=True)
@@ -179,6 +179,34 @@ def lower_bound(sessions: Sequence[SessionLoad], profiles: Mapping[str, Profile]
         if t > 0:
             total += s.rate / t
     return total
+
+
+def split_lower_bound(sessions: Sequence[SessionLoad], profiles: Mapping[str, Profile], memory_capacity: float = math.inf,
+                      k_std: float = 1.0) -> int:
+    """The fewest devices of any plan that runs each session's ⌊R/T⌋ saturated devices first (Nexus's
+    SCHEDULESATURATE: the plans of :func:`plan` and of the exact solver, ``control.milp``): those
+    devices, plus what the residual loads need at the least, whatever shares their devices —
+    ⌈Σ least occupancy⌉ (a residual of rate r costs at least min ℓ(⌈d·r⌉)/d over every duty cycle d
+    its SLO allows, ``Item.min_occ``, not r/T: a small batch does not amortize ℓ's fixed part), and
+    at least one device per residual whose least occupancy passes 1/2 (no two of them share one),
+    plus one per residual that fits no shared cycle. At least ⌈:func:`lower_bound`⌉.
+
+    Example (Nexus Table 2: Σ r/T says one device; the residuals' batches are too small to amortize
+    ℓ's fixed part, so two are needed, and the plan uses two):
+        >>> from vidnexus.contracts.profile import Profile
+        >>> profs = {"A": Profile((4, 8, 16), (0.050, 0.075, 0.100)),
+        ...          "B": Profile((4, 8, 16), (0.050, 0.090, 0.125)),
+        ...          "C": Profile((4, 8, 16), (0.060, 0.095, 0.125))}
+        >>> load = [SessionLoad("A", "A", 0.200, 64), SessionLoad("B", "B", 0.250, 32), SessionLoad("C", "C", 0.250, 32)]
+        >>> split_lower_bound(load, profs, k_std=0), math.ceil(lower_bound(load, profs, k_std=0))
+        (2, 1)
+        >>> plan(load, profs, k_std=0).devices
+        2
+    """
+    sp = split(sessions, profiles, memory_capacity, k_std)
+    least = [x.min_occ for x in sp.items]
+    shared = max(math.ceil(sum(least) - 1e-9), sum(1 for m in least if m > 0.5 + 1e-9))
+    return len(sp.saturated) + shared
 
 
 @dataclass(frozen=True)

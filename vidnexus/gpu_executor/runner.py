@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Callable, Sequence
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from vidnexus.errors import BatchContractError, ModelError
 
-__all__ = ["TorchRunner", "OnnxRunner"]
+__all__ = ["TorchRunner", "OnnxRunner", "model_bytes", "device_memory_bytes"]
 
 
 class TorchRunner:
@@ -109,3 +110,39 @@ class OnnxRunner:
         if len(out) != len(inputs):
             raise BatchContractError(f"model {self.name} returned {len(out)} outputs for {len(inputs)} inputs")
         return [self.postprocess(r) for r in out]
+
+
+def model_bytes(runner: Any) -> int:
+    """Memory a runner's model holds on its device, in bytes: a torch module's parameters and buffers
+    (a prefix group's trunk and heads), an ONNX file's size (its weights); 0 when unknown."""
+    module = getattr(runner, "module", None)
+    if module is not None and hasattr(module, "parameters"):
+        return int(sum(t.numel() * t.element_size() for t in [*module.parameters(), *module.buffers()]))
+    path = getattr(runner, "path", None)
+    if path is not None:
+        try:
+            return os.path.getsize(path)
+        except OSError:
+            return 0
+    return 0
+
+
+def device_memory_bytes(device: str) -> int:
+    """Memory free for models on ``device`` now, in bytes: a GPU's free memory (CUDA), else the
+    host's available memory (``MemAvailable``); 0 when it cannot be read."""
+    if device.startswith("cuda"):
+        try:
+            import torch
+
+            free, _ = torch.cuda.mem_get_info(int(device.partition(":")[2] or 0))
+            return int(free)
+        except Exception:  # no CUDA here, or a driver that does not say
+            return 0
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0

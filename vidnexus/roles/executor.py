@@ -165,6 +165,9 @@ class ExecutorRole:
         self.executor: Executor | None = None
         self.service: ExecutorService | None = None
         self.groups: dict[str, str] = {}
+        self.model_bytes: dict[str, int] = {}
+        """Memory each loaded model holds on the device (reported with the stats; the planner's
+        second capacity)."""
         self._follower: PlanFollower | None = None
         self._unassigned: dict[str, int] = {}
         self._last_report: tuple[float, dict[str, int]] = (0.0, {})
@@ -184,8 +187,10 @@ class ExecutorRole:
         if self.executor is not None:
             return self
         from vidnexus.gpu_executor.loading import served_runners
+        from vidnexus.gpu_executor.runner import model_bytes
 
         loaded, profiles = self.load(sorted({s.model for s in self.specs.values()}))
+        self.model_bytes = {m: model_bytes(r) for m, r in loaded.items()}
         preprocess = {m: f for m in loaded if (f := self.inputs(m)) is not None}
         # A group's members run through its PrefixRunner only: the trunk is held once.
         runners, self.groups, group_runners = served_runners(loaded, self.device,
@@ -272,9 +277,13 @@ class ExecutorRole:
                       idle_s=round(now - self._last_arrival[sid], 1))
             sessions.append(SessionStats(**st))
         self._last_report = (now, {s.session: s.arrivals for s in sessions})
+        from vidnexus.gpu_executor.runner import device_memory_bytes
+
+        free = device_memory_bytes(self.device)
         return ExecutorStats(self.id, self.device, self.clock.wall(), self.executor.targets(),
                              tuple(sorted(t.rsplit(".req.", 1)[-1] for t in self.service.topics)),
-                             dict(self.executor.core.profiles()), tuple(sessions), self.stats_every_s)
+                             dict(self.executor.core.profiles()), tuple(sessions), self.stats_every_s,
+                             free + sum(self.model_bytes.values()) if free else 0, dict(self.model_bytes))
 
     def summarize(self, now: float, snapshot: list[dict[str, Any]]) -> None:
         """The periodic summary line, when due: requests answered within their SLO (ok), late, and
@@ -325,6 +334,8 @@ class ExecutorRole:
             self._unassigned[sid] = 0 if sid in mine else self._unassigned.get(sid, 0) + 1
             if self._unassigned[sid] >= self.retire_after_epochs:
                 unloaded = self.executor.remove_session(sid)
+                for m in unloaded:
+                    self.model_bytes.pop(m, None)
                 self.service.remove_session(sid)
                 del self.specs[sid], self._unassigned[sid]
                 logger.warning("retired session %s%s", sid, f", unloaded {', '.join(unloaded)}" if unloaded else "")
@@ -346,6 +357,9 @@ class ExecutorRole:
                 logger.error("cannot load model %s for session %s: %s", key.model, sid, e)
                 return
             runner, prof = runners[key.model], profiles[key.model]
+            from vidnexus.gpu_executor.runner import model_bytes
+
+            self.model_bytes[key.model] = model_bytes(runner)
             logger.info("loaded model %s for session %s", key.model, sid)
         spec = SessionSpec(sid, key.model, key.slo_s, policy=self.policy)
         self.executor.add_session(spec, runner, prof, self.inputs(key.model) if runner is not None else None)

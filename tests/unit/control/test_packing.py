@@ -11,7 +11,8 @@ from vidnexus.contracts.profile import Profile
 from vidnexus.control.baselines import exact_plan
 from vidnexus.control.epochs import assign_devices, replan
 from vidnexus.control.packing import Bin, latency_table, make_item, pack, saturated_batch
-from vidnexus.control.squishy import Allocation, Node, SessionLoad, lower_bound, merge_nodes, plan, split
+from vidnexus.control.squishy import (Allocation, Node, SessionLoad, lower_bound, merge_nodes, plan, split,
+                                      split_lower_bound)
 
 TABLE2 = {
     "A": Profile((4, 8, 16), (0.050, 0.075, 0.100)),
@@ -143,6 +144,18 @@ def test_milp_matches_branch_and_bound(seed):
     assert r.optimal and r.plan.check() == []
     assert r.plan.devices == exact_plan(sessions, profiles).devices
     assert r.plan.devices <= plan(sessions, profiles).devices
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_split_bound_is_below_the_optimum_and_above_the_rate_bound(seed):
+    """split_lower_bound is a lower bound of every plan that saturates first (the exact optimum
+    included) and never weaker than ⌈Σ R/T⌉."""
+    profiles, sessions = _random(300 + seed, n=8)
+    ex = exact_plan(sessions, profiles)
+    bad = {sid for sid, _ in ex.infeasible}
+    placed = [s for s in sessions if s.session_id not in bad]
+    bound = split_lower_bound(placed, profiles)
+    assert math.ceil(lower_bound(placed, profiles) - 1e-9) <= bound <= ex.devices
 
 
 def test_table2_by_milp():

@@ -196,3 +196,35 @@ def test_the_state_says_how_many_devices_the_packing_wants_when_executors_are_to
                            for e in (f"e{i}" for i in range(12))})
     doc, state = plan_epoch(0.0, 0.0, seen, state, SchedulerConfig())
     assert doc.devices == state.wanted_devices < 12
+
+
+def test_memory_is_a_second_capacity_from_what_executors_report():
+    """Two light sessions of two 2 GB models share one device by time; executors that say their device
+    holds 3 GB of models get them on two, with the stats' per-model bytes as each session's need.
+    An executor that reports nothing leaves memory unbounded."""
+    profiles = {"a": PROF, "b": PROF}
+
+    def report(eid, memory):
+        return ExecutorStats(eid, "cpu", 0.0, profiles=profiles, memory_bytes=memory,
+                             model_bytes={"a": 2 << 30, "b": 2 << 30},
+                             sessions=(SessionStats("a-200ms", "a", 200, rate_recent=10.0),
+                                       SessionStats("b-200ms", "b", 200, rate_recent=10.0)))
+
+    loads, _ = loads_from_stats([report("e1", 3 << 30)])
+    assert {l.memory_bytes for l in loads} == {2 << 30}
+    roomy = Observed(stats={e: (0.0, report(e, 0)) for e in ("e1", "e2")})
+    doc, _ = plan_epoch(0.0, 0.0, roomy, SchedulerState(generation=1), SchedulerConfig())
+    assert doc.devices == 1
+    tight = Observed(stats={e: (0.0, report(e, 3 << 30)) for e in ("e1", "e2")})
+    doc, _ = plan_epoch(0.0, 0.0, tight, SchedulerState(generation=1), SchedulerConfig())
+    assert doc.devices == 2 and {len(doc.assignment_of(e)) for e in ("e1", "e2")} == {1}
+
+
+def test_stats_carry_memory_both_ways():
+    from vidnexus.contracts.stats import decode_stats
+
+    st = ExecutorStats("e1", "cuda:0", 1.0, memory_bytes=80 << 30, model_bytes={"m": 123})
+    back = decode_stats(encode_stats(st))
+    assert (back.memory_bytes, back.model_bytes) == (80 << 30, {"m": 123})
+    old = decode_stats(encode_stats(ExecutorStats("e0", "cpu", 1.0)))  # says nothing: unbounded
+    assert (old.memory_bytes, old.model_bytes) == (0, {})
