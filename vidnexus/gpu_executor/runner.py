@@ -114,10 +114,12 @@ class OnnxRunner:
 
 def model_bytes(runner: Any) -> int:
     """Memory a runner's model holds on its device, in bytes: a torch module's parameters and buffers
-    (a prefix group's trunk and heads), an ONNX file's size (its weights); 0 when unknown."""
-    module = getattr(runner, "module", None)
-    if module is not None and hasattr(module, "parameters"):
-        return int(sum(t.numel() * t.element_size() for t in [*module.parameters(), *module.buffers()]))
+    (a prefix group's trunk and heads: ``prefix.held_bytes``), an ONNX file's size (its weights); 0
+    when unknown."""
+    if any(hasattr(getattr(runner, a, None), "parameters") for a in ("module", "trunk")):
+        from vidnexus.gpu_executor.prefix import held_bytes
+
+        return held_bytes([runner])
     path = getattr(runner, "path", None)
     if path is not None:
         try:
