@@ -15,9 +15,9 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-__all__ = ["Profile", "fit_linear"]
+__all__ = ["Profile", "fit_linear", "best_throughput_batch"]
 
 
 def fit_linear(sizes: Sequence[int], lat: Sequence[float]) -> tuple[float, float]:
@@ -135,11 +135,7 @@ class Profile:
             4
         """
         f = self.planning_latency if planning else self.latency
-        best, best_t = 0, 0.0
-        for b in range(1, self.max_batch_within(budget_s, planning=planning, cap=cap) + 1):
-            if b / f(b) > best_t * (1 + 1e-12):
-                best, best_t = b, b / f(b)
-        return best
+        return best_throughput_batch(f, self.max_batch_within(budget_s, planning=planning, cap=cap))
 
     def fit(self) -> tuple[float, float]:
         """(α, β) of the least-squares line through the measured means."""
@@ -178,3 +174,19 @@ class Profile:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Profile":
         return cls(tuple(d["sizes"]), tuple(d["mean_s"]), tuple(d.get("std_s", ())))
+
+
+def best_throughput_batch(latency: Callable[[int], float], top: int) -> int:
+    """Pure: the b in 1..``top`` of highest throughput b/ℓ(b), the smaller b on a tie; 0 when
+    ``top`` < 1. The rule both the executor's own targets (:meth:`Profile.efficient_batch_within`)
+    and the planner's saturated batch (``control.packing.saturated_batch``) apply.
+
+    Example:
+        >>> best_throughput_batch({1: 0.003, 2: 0.005, 3: 0.009}.__getitem__, 3)
+        2
+    """
+    best, best_t = 0, 0.0
+    for b in range(1, top + 1):
+        if b / latency(b) > best_t * (1 + 1e-12):
+            best, best_t = b, b / latency(b)
+    return best

@@ -31,7 +31,7 @@ from math import ceil
 from dataclasses import dataclass
 from typing import Sequence
 
-from vidnexus.contracts.profile import Profile
+from vidnexus.contracts.profile import Profile, best_throughput_batch
 
 __all__ = ["LatencyTable", "latency_table", "Item", "make_item", "Bin", "pack", "best_fit", "repack",
            "saturated_batch", "EPS"]
@@ -86,14 +86,9 @@ def saturated_batch(t: LatencyTable, slo_s: float) -> int:
     with 2ℓ(b) ≤ SLO (a request that just misses a batch waits one), the smaller b on a tie; 0 if
     none. Nexus takes the largest such b, assuming throughput grows with b; measured profiles do not
     always oblige."""
-    best, best_t = 0, 0.0
-    lat = t.lat
-    for b in range(1, len(lat)):
-        if 2 * lat[b] > slo_s + EPS:
-            break
-        if b / lat[b] > best_t * (1 + 1e-12):
-            best, best_t = b, b / lat[b]
-    return best
+    lat = t.lat  # non-decreasing in b: the sizes within the SLO are a prefix
+    top = next((b - 1 for b in range(1, len(lat)) if 2 * lat[b] > slo_s + EPS), len(lat) - 1)
+    return best_throughput_batch(lat.__getitem__, top)
 
 
 class Item:

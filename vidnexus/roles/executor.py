@@ -35,6 +35,7 @@ from vidnexus.gpu_executor.backend import Order, SessionSpec
 from vidnexus.gpu_executor.batching import PolicyName
 from vidnexus.gpu_executor.executor import Executor
 from vidnexus.gpu_executor.metrics import ExecutorMetrics
+from vidnexus.gpu_executor.runner import device_memory_bytes, model_bytes
 from vidnexus.gpu_executor.service import ExecutorService
 from vidnexus.roles.summary import PeriodicSummary
 from vidnexus.roles.follow import PlanFollower
@@ -187,7 +188,6 @@ class ExecutorRole:
         if self.executor is not None:
             return self
         from vidnexus.gpu_executor.loading import served_runners
-        from vidnexus.gpu_executor.runner import model_bytes
 
         loaded, profiles = self.load(sorted({s.model for s in self.specs.values()}))
         self.model_bytes = {m: model_bytes(r) for m, r in loaded.items()}
@@ -277,8 +277,6 @@ class ExecutorRole:
                       idle_s=round(now - self._last_arrival[sid], 1))
             sessions.append(SessionStats(**st))
         self._last_report = (now, {s.session: s.arrivals for s in sessions})
-        from vidnexus.gpu_executor.runner import device_memory_bytes
-
         free = device_memory_bytes(self.device)
         return ExecutorStats(self.id, self.device, self.clock.wall(), self.executor.targets(),
                              tuple(sorted(t.rsplit(".req.", 1)[-1] for t in self.service.topics)),
@@ -357,8 +355,6 @@ class ExecutorRole:
                 logger.error("cannot load model %s for session %s: %s", key.model, sid, e)
                 return
             runner, prof = runners[key.model], profiles[key.model]
-            from vidnexus.gpu_executor.runner import model_bytes
-
             self.model_bytes[key.model] = model_bytes(runner)
             logger.info("loaded model %s for session %s", key.model, sid)
         spec = SessionSpec(sid, key.model, key.slo_s, policy=self.policy)
