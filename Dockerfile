@@ -2,8 +2,8 @@
 FROM python:3.11-slim
 RUN apt-get update && apt-get install -y --no-install-recommends ffmpeg libgl1 && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-COPY requirements.lock pyproject.toml README.md ./
-RUN pip install --no-cache-dir -r requirements.lock
+COPY requirements.lock requirements-files.lock pyproject.toml README.md ./
+RUN pip install --no-cache-dir -r requirements.lock && pip install --no-cache-dir --no-deps -r requirements-files.lock
 COPY vidnexus ./vidnexus
 RUN pip install --no-cache-dir --no-deps .
 ENV VNX_DATA_DIR=/data

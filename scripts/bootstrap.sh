@@ -32,6 +32,14 @@ if [ ! -f "$venv/.complete" ]; then
   "$venv/bin/python" -m pip install -q --no-index --find-links "$WHEELS" -r requirements.lock >&2
   touch "$venv/.complete"
 fi
+# Packages kept for the files they ship (model weights), without their dependencies; a marker per
+# hash of requirements-files.lock, so a change there does not rebuild the venv.
+fhash=$(sha256sum requirements-files.lock | cut -c1-16)
+if [ ! -f "$venv/.files-$fhash" ]; then
+  "$venv/bin/python" -m pip download -q --no-deps -d "$WHEELS" -r requirements-files.lock >&2
+  "$venv/bin/python" -m pip install -q --no-deps --no-index --find-links "$WHEELS" -r requirements-files.lock >&2
+  touch "$venv/.files-$fhash"
+fi
 # Editable install of this checkout (no dependencies: those come from the lock above).
 log="$CACHE/editable-install.log"
 "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e . >"$log" 2>&1 || {

@@ -19,6 +19,7 @@ APPS: dict[str, str] = {
     "traffic": "vehicles per camera and minute, dwell and colour: motion tracking + a car colour recognizer",
     "dance": "score dance performances against a reference choreography: pose regression per frame",
     "people": "people who came into a fixed camera's view and when each was in it: background subtraction + tracking",
+    "hudtext": "read a game HUD's score and kills in any font: PP-OCRv4's text recogniser on each field",
 }
 
 APP_REFS: dict[str, str] = {
@@ -27,6 +28,7 @@ APP_REFS: dict[str, str] = {
     "traffic": "vidnexus.apps.traffic:app",
     "dance": "vidnexus.apps.dance:app",
     "people": "vidnexus.apps.people:app",
+    "hudtext": "vidnexus.apps.hudtext:app",
 }
 
 
@@ -49,9 +51,10 @@ def model_catalog() -> tuple[ModelEntry, ...]:
     from vidnexus.apps.dance.models import MODELS as dance
     from vidnexus.apps.game.models import MODELS as game
     from vidnexus.apps.hud.models import MODELS as hud
+    from vidnexus.apps.hudtext.models import MODELS as hudtext
     from vidnexus.apps.traffic.models import MODELS as traffic
 
-    return merge_entries(hud, game, traffic, dance)
+    return merge_entries(hud, game, traffic, dance, hudtext)
 
 
 def load_app(ref: str) -> App:

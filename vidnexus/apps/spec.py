@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from vidnexus.streams.spec import StreamSpec
 
-__all__ = ["DemoSpec", "DemoSummary", "Streams"]
+__all__ = ["DemoSpec", "DemoSummary", "Streams", "beside_checkout", "real_video"]
 
 Streams = Callable[[int, float, float, float], list[StreamSpec]]
 """``streams(n, seconds, source_fps, sample_fps)``: the demo's streams (synthetic URLs, real files)."""
@@ -44,3 +44,19 @@ class DemoSpec:
     source_fps: float = 10.0
     sample_fps: float = 5.0
     slo_ms: float | None = None
+
+
+def beside_checkout(relative: str) -> Any:
+    """``relative`` under the cwd or a parent of this package (the checkout, or the folder that
+    holds it and ``shared/``), as a resolved path, or None."""
+    from pathlib import Path
+
+    for base in (Path.cwd(), *Path(__file__).resolve().parents):
+        if (base / relative).exists():
+            return (base / relative).resolve()
+    return None
+
+
+def real_video(name: str) -> Any:
+    """The shared real footage ``name`` (``../shared/data/real/NAME`` beside the checkout), or None."""
+    return beside_checkout(f"../shared/data/real/{name}")

@@ -134,12 +134,14 @@ def _repo() -> Any:
 
 @models_app.command("list")
 def models_list() -> None:
-    """Zoo architectures (random weights: compute profiles only), the apps' models (trained by the
-    project on first use) and registered models."""
-    t = Table("name", "version", "task", "input", "source", "description")
-    for m in _repo().list():
+    """Every model the executors can serve, with where its weights come from: zoo architectures
+    (random weights: load generators for benchmarks, they recognise nothing), the apps' models
+    (trained by the project on first use, or shipped in a package) and registered models."""
+    repo = _repo()
+    t = Table("name", "version", "task", "input", "source", "description", "weights")
+    for m in repo.list():
         t.add_row(m.name, str(m.version), m.task, "×".join(map(str, m.input_shape)), m.source,
-                  m.description)
+                  m.description, repo.weights_of(m))
     console.print(t)
 
 
@@ -151,9 +153,11 @@ def models_show(name: str = typer.Argument(..., help="Model name."),
 
     from vidnexus.contracts.profile import Profile
 
-    spec = _repo().get(name, version)
+    repo = _repo()
+    spec = repo.get(name, version)
     for k, v in asdict(spec).items():
         console.print(f"{k:>13}: {v}")
+    console.print(f"{'weights from':>13}: {repo.weights_of(spec)}")
     for path in sorted((settings().data_dir / "profiles").glob(f"{name}@*.json")):
         prof = Profile.from_dict(json.loads(path.read_text()))
         a, b = prof.fit()

@@ -28,9 +28,13 @@ from typing import Any, Callable, Iterable
 from vidnexus.errors import ModelError
 from vidnexus.gpu_executor.preprocess import Prepare
 
-__all__ = ["ModelEntry", "TASKS", "merge_entries"]
+__all__ = ["ModelEntry", "RANDOM_WEIGHTS", "TASKS", "merge_entries"]
 
-TASKS = ("classify", "detect", "pose", "embed")
+TASKS = ("classify", "detect", "pose", "embed", "text")
+
+
+RANDOM_WEIGHTS = "random: a load generator for benchmarks and profiles; recognises nothing"
+"""What ``ModelEntry.weights`` says of an architecture with random weights."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,13 @@ class ModelEntry:
     ``prepare`` turns a uint8 image from the wire (BGR, any size) into the model's tensor on the
     executor's CPU pool (:mod:`vidnexus.gpu_executor.preprocess`); without it the model takes float32
     tensors of ``input_shape`` only.
+
+    ``onnx_file(model_dir)``, when given, is the path of an ONNX file the model runs in onnxruntime
+    (weights a package ships); ``build`` is then never called. ``postprocess`` turns one row of the
+    model's output into the reply's value on the executor (default: the row as nested lists), e.g. a
+    text recogniser's per-step scores into its text, so a client gets a few bytes and not the
+    scores. ``weights`` says where the weights come from, what the model recognises and how well
+    on which data (``vidnexus models list`` shows it): a model with random weights says so.
     """
 
     name: str
@@ -52,6 +63,9 @@ class ModelEntry:
     task: str
     description: str
     prepare: Prepare | None = None
+    weights: str = RANDOM_WEIGHTS
+    onnx_file: Callable[[Path], str] | None = None
+    postprocess: Callable[[Any], Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").replace("-", "").isalnum():

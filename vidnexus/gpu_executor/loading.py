@@ -41,21 +41,27 @@ def profile_schedule(one_s: float) -> tuple[tuple[int, ...], int, int]:
 
 def build_runner(repo: Any, model: str, device: str, weights: Path | None) -> Any:
     """A runner for a model of ``repo`` (a :class:`~vidnexus.gpu_executor.repository.ModelRepository`):
-    a TorchRunner (real weights from a local state_dict file when given), or an OnnxRunner."""
+    a TorchRunner (real weights from a local state_dict file when given), or an OnnxRunner (a
+    registered ONNX file, or a catalogue entry's packaged one); a catalogue entry's ``postprocess``
+    turns each output row into the reply's value."""
     from dataclasses import replace
 
     from vidnexus.gpu_executor.runner import TorchRunner
 
     spec = repo.get(model)
-    if spec.source.startswith("onnx:"):
+    entry = repo.catalog.get(model) if spec.builtin else None
+    own: Callable[[Any], Any] | None = entry.postprocess if entry is not None else None
+    onnx = repo.onnx_file(spec)
+    if onnx is not None:
         from vidnexus.gpu_executor.runner import OnnxRunner
 
-        return OnnxRunner(model, repo.file_of(spec), device, postprocess=lambda t: t.tolist()), spec
+        return OnnxRunner(model, onnx, device, postprocess=own or (lambda t: t.tolist())), spec
     if weights is not None:
         spec = replace(spec, weights=str(weights))
     module = repo.load(spec, device)
     detection = spec.task in ("detect", "pose")
-    post: Callable[[Any], Any] = (lambda r: {k: v.tolist() for k, v in r.items()}) if detection else (lambda t: t.tolist())
+    post: Callable[[Any], Any] = own or ((lambda r: {k: v.tolist() for k, v in r.items()}) if detection
+                                         else (lambda t: t.tolist()))
     return TorchRunner(model, module, device, postprocess=post, list_input=detection), spec
 
 

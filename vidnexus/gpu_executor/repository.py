@@ -112,7 +112,7 @@ class ModelSpec:
             raise ModelError(
                 f"model {self.name}: source {self.source!r} must start with zoo:, factory:, torchscript: or onnx:"
             )
-        if kind == "onnx" and self.task not in ("classify", "embed"):
+        if kind == "onnx" and self.task not in ("classify", "embed", "text"):
             raise ModelError(f"model {self.name}: an ONNX model's task is classify or embed (one output, a row per "
                              f"input); a {self.task} model needs its outputs decoded: register it as TorchScript")
         if kind == "onnx" and self.weights:
@@ -199,6 +199,29 @@ class ModelRepository:
             return self._builtin(name)
         raise ModelError(f"unknown model {name!r} in the model repository ({self.where()}); see `vidnexus models list`")
 
+    def weights_of(self, spec: ModelSpec) -> str:
+        """Where ``spec``'s weights come from and what it recognises, in words (``models list``)."""
+        kind, _, ref = spec.source.partition(":")
+        if spec.weights:
+            return f"registered by a user: a local state_dict file ({spec.weights})"
+        if kind == "zoo":
+            entry = self.catalog.get(ref)
+            return entry.weights if entry is not None else f"unknown catalogue model {ref!r}"
+        if kind == "factory":
+            return f"registered by a user: whatever {ref} builds"
+        return f"registered by a user: the {kind} file's own weights"
+
+    def onnx_file(self, spec: ModelSpec) -> str | None:
+        """The ONNX file ``spec`` runs in onnxruntime (a registered ``onnx:`` file, or a catalogue
+        entry's packaged file), or None for a torch model."""
+        kind, _, ref = spec.source.partition(":")
+        if kind == "onnx":
+            return self.file_of(spec)
+        entry = self.catalog.get(ref) if kind == "zoo" else None
+        if entry is not None and entry.onnx_file is not None:
+            return entry.onnx_file(self.directory)
+        return None
+
     def where(self) -> str:
         """Where registered models live, in words."""
         if self.store is not None:
@@ -211,7 +234,7 @@ class ModelRepository:
         import torch
 
         kind, _, ref = spec.source.partition(":")
-        if kind == "onnx":
+        if kind == "onnx" or (kind == "zoo" and ref in self.catalog and self.catalog[ref].onnx_file is not None):
             raise ModelError(f"model {spec.name} is an ONNX file: it runs in onnxruntime, not as a torch module")
         try:
             if kind == "zoo":

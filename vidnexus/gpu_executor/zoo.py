@@ -23,7 +23,6 @@ from vidnexus.gpu_executor.preprocess import ImageInput
 
 __all__ = ["ZOO", "lenet5", "random_init"]
 
-_RANDOM = "random weights: compute profile only"
 _RGB224 = ImageInput((3, 224, 224), "rgb")
 _RGB320 = ImageInput((3, 320, 320), "rgb")
 
@@ -65,19 +64,19 @@ def _keypoint(_model_dir: Path) -> Any:
 
 ZOO: dict[str, ModelEntry] = {e.name: e for e in (
     ModelEntry("lenet5", lambda _model_dir: lenet5(), (1, 28, 28), "classify",
-               f"LeNet-5 architecture, 10 classes ({_RANDOM})", ImageInput((1, 28, 28), "gray")),
-    ModelEntry("resnet18", _tv("resnet18"), (3, 224, 224), "classify", f"ResNet-18, ImageNet head ({_RANDOM})",
+               "LeNet-5 architecture, 10 classes", ImageInput((1, 28, 28), "gray")),
+    ModelEntry("resnet18", _tv("resnet18"), (3, 224, 224), "classify", "ResNet-18 architecture, 1,000-class head",
                _RGB224),
-    ModelEntry("resnet50", _tv("resnet50"), (3, 224, 224), "classify", f"ResNet-50, ImageNet head ({_RANDOM})",
+    ModelEntry("resnet50", _tv("resnet50"), (3, 224, 224), "classify", "ResNet-50 architecture, 1,000-class head",
                _RGB224),
     ModelEntry("mobilenet_v3_small", _tv("mobilenet_v3_small"), (3, 224, 224), "classify",
-               f"MobileNetV3-Small, ImageNet head ({_RANDOM})", _RGB224),
+               "MobileNetV3-Small architecture, 1,000-class head", _RGB224),
     ModelEntry("mobilenet_v3_large", _tv("mobilenet_v3_large"), (3, 224, 224), "classify",
-               f"MobileNetV3-Large, ImageNet head ({_RANDOM})", _RGB224),
-    ModelEntry("ssdlite", _ssdlite, (3, 320, 320), "detect", f"SSDlite320 MobileNetV3-Large detector ({_RANDOM})",
+               "MobileNetV3-Large architecture, 1,000-class head", _RGB224),
+    ModelEntry("ssdlite", _ssdlite, (3, 320, 320), "detect", "SSDlite320 MobileNetV3-Large detector architecture",
                _RGB320),
     ModelEntry("keypointrcnn", _keypoint, (3, 320, 320), "pose",
-               f"Keypoint R-CNN ResNet-50-FPN, 17 COCO keypoints ({_RANDOM})", _RGB320),
+               "Keypoint R-CNN ResNet-50-FPN architecture, 17 COCO keypoints", _RGB320),
 )}
 """Name → entry: the architectures every repository knows (random weights)."""
 

@@ -444,14 +444,15 @@ def build_api(store: Store, tokens: Tokens, *, control: ControlWatcher | None = 
             raise HTTPException(404, "this console has no model repository")
         return repository()
 
-    def _model_doc(m: Any) -> dict[str, Any]:
+    def _model_doc(m: Any, repo: Any) -> dict[str, Any]:
         return {"name": m.name, "version": m.version, "task": m.task, "input_shape": list(m.input_shape),
                 "source": m.source, "description": m.description, "builtin": m.builtin, "images": m.images,
-                "prefix": m.prefix}
+                "prefix": m.prefix, "weights": repo.weights_of(m)}
 
     @api.get(f"{API_PREFIX}/models", tags=["models"], summary="The zoo, the apps' models and registered models")
     def list_models(_: Role = reader) -> list[dict[str, Any]]:
-        return [_model_doc(m) for m in _repo().list()]
+        repo = _repo()
+        return [_model_doc(m, repo) for m in repo.list()]
 
     @api.get(f"{API_PREFIX}/models/{{name}}", tags=["models"], summary="One model and its stored profiles")
     def show_model(name: str, _: Role = reader) -> dict[str, Any]:
@@ -470,7 +471,7 @@ def build_api(store: Store, tokens: Tokens, *, control: ControlWatcher | None = 
             profiles.append({"key": path.stem.split("@", 1)[1], "batches": list(prof.sizes),
                              "latency_ms": [round(prof.latency(s) * 1000, 3) for s in prof.sizes],
                              "fit_ms": {"per_item": round(a * 1000, 4), "fixed": round(b * 1000, 4)}})
-        return {**_model_doc(m), "profiles": profiles}
+        return {**_model_doc(m, repo), "profiles": profiles}
 
     # -- plan -----------------------------------------------------------------------------------
     def _control() -> ControlWatcher:

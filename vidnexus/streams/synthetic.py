@@ -209,6 +209,7 @@ GENERATORS: dict[str, str] = {
     "game": "vidnexus.apps.game.render:GameSource",
     "traffic": "vidnexus.apps.traffic.render:TrafficSource",
     "dance": "vidnexus.apps.dance.render:DanceSource",
+    "hudtext": "vidnexus.apps.hudtext.render:HudTextSource",
 }
 """``synthetic://<name>?…`` → the generator class (``from_url``, ``frames()``, ``fps``, ``seconds``,
 ``width``, ``height``). The apps' generators live with their apps."""

@@ -119,6 +119,8 @@ DANCE_POSE = ModelEntry(
     "dance_pose", dance_pose, (3, CROP, CROP), "embed",
     "pose regressor trained by the project on stick-figure dancers (13 keypoints; trained on first use, 2–3 min)",
     crop_input,
+    weights="trained by the project on first use on rendered stick-figure dancers; recognises those, not real "
+            "people (its held-out error on rendered figures is in its training report)",
 )
 
 MODELS: tuple[ModelEntry, ...] = (DANCE_POSE,)

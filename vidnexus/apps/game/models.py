@@ -82,6 +82,8 @@ def _icon_entry(game: int) -> ModelEntry:
         ICON_MODELS[game], build, (3, 32, 32), "classify",
         f"item icons of game {game}: the glyph oracle's trunk (shared by all games) + this game's 24-icon head",
         ICON_INPUT,
+        weights="trained by the project on first use on the 120 item icons it renders for its 20 games "
+                "(validation accuracy ~97% on rendered icons, its training report)",
     )
 
 
@@ -89,7 +91,8 @@ MODELS: tuple[ModelEntry, ...] = (
     HUD_DIGITS,
     ModelEntry(COMPACT_MODEL, compact_features, (3, 32, 32), "embed",
                "compact glyph template's body (48 features; the game app's WEG specializes its last layer)",
-               ICON_INPUT),
+               ICON_INPUT, weights="trained by the project on first use on its rendered item icons "
+                                   "(a compact template; its validation accuracy is in its training report)"),
     *(_icon_entry(g) for g in range(N_GAMES)),
 )
 """The models this app declares (see :func:`vidnexus.apps.model_catalog`)."""

@@ -26,6 +26,8 @@ HUD_DIGITS = ModelEntry(
     "hud_digits", _hud_digits, (1, 28, 28), "classify",
     "LeNet-5 trained by the project on rendered HUD digits (trained on first use, ~25 s; cached)",
     digits.cell_to_input,
+    weights="trained by the project on first use on HUD digits it renders with OpenCV's Hershey fonts "
+            "(held-out accuracy ~99.9% on 4,000 rendered cells, its training report); other fonts: use hud_text",
 )
 
 MODELS: tuple[ModelEntry, ...] = (HUD_DIGITS,)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from vidnexus.apps.spec import DemoSpec, DemoSummary
+from vidnexus.apps.spec import DemoSpec, DemoSummary, beside_checkout
 from vidnexus.clock import wall_time
 from vidnexus.contracts.frames import Frame
 from vidnexus.operators.chain import App, Stream
@@ -103,21 +103,13 @@ ORDER BY stream, entered_s""",
 REAL_VIDEO = "one-by-one-person-detection.mp4"
 
 
-def _beside_checkout(relative: str) -> Any:
-    from pathlib import Path
-
-    for base in (Path.cwd(), *Path(__file__).resolve().parents):
-        if (base / relative).exists():
-            return (base / relative).resolve()
-    return None
-
 
 def _streams(n: int, seconds: float, fps: float, sample_fps: float) -> list[Any]:
     """The real one-by-one-person video (its first ``seconds``); nothing else (no synthetic people)."""
     from vidnexus.errors import ConfigError
     from vidnexus.streams.spec import StreamSpec
 
-    real = _beside_checkout(f"../shared/data/real/{REAL_VIDEO}")
+    real = beside_checkout(f"../shared/data/real/{REAL_VIDEO}")
     if real is None:
         raise ConfigError(f"demo people: {REAL_VIDEO} not found under ../shared/data/real")
     return [StreamSpec("room", str(real), fps=sample_fps, until_s=seconds)]
@@ -129,7 +121,7 @@ def _summary(store: Any, executor: Any) -> DemoSummary:
     r = store.query("SELECT stream, round(min(pts), 1), round(max(pts), 1) FROM people_sightings FINAL "
                     "GROUP BY stream, track_id HAVING max(counts) = 1 ORDER BY stream, min(pts)")
     seen = [(str(s), float(a), float(b)) for s, a, b in r.rows]
-    labels_path = _beside_checkout("tests/data/hand_counts.json")
+    labels_path = beside_checkout("tests/data/hand_counts.json")
     labels = json.loads(labels_path.read_text()).get(REAL_VIDEO, {}) if labels_path else {}
     last = max((b for _, _, b in seen), default=0.0)
     truth = [iv for iv in labels.get("in_view", []) if iv[0] <= last + 1.0]

@@ -33,7 +33,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from vidnexus.apps.compute import compute_stage_model, discard_output, frame_input, keep_element
-from vidnexus.apps.spec import DemoSpec, DemoSummary
+from vidnexus.apps.spec import DemoSpec, DemoSummary, beside_checkout
 from vidnexus.apps.traffic.models import COLOUR_NAMES
 from vidnexus.apps.traffic.render import parse_cars
 from vidnexus.clock import wall_time
@@ -216,20 +216,10 @@ def _streams(n: int, seconds: float, fps: float, sample_fps: float) -> list[Any]
     return out
 
 
-def _beside_checkout(relative: str) -> Any:
-    """``relative`` under the cwd or a parent of this package (the checkout, or the folder that
-    holds it and ``shared/``), or None."""
-    from pathlib import Path
-
-    for base in (Path.cwd(), *Path(__file__).resolve().parents):
-        if (base / relative).exists():
-            return (base / relative).resolve()
-    return None
-
 
 def _real_video() -> Any:
     """The shared real footage (``../shared/data/real`` next to the checkout), or None."""
-    return _beside_checkout(f"../shared/data/real/{REAL_VIDEO}")
+    return beside_checkout(f"../shared/data/real/{REAL_VIDEO}")
 
 
 def _hand_events(video: Any) -> list[tuple[float, float, str]]:
@@ -237,7 +227,7 @@ def _hand_events(video: Any) -> list[tuple[float, float, str]]:
     beside it), or [] when that file is not there."""
     import json
 
-    p = _beside_checkout("tests/data/hand_counts.json")
+    p = beside_checkout("tests/data/hand_counts.json")
     return [] if p is None else [tuple(e) for e in json.loads(p.read_text()).get(video.name, {}).get("events", [])]
 
 

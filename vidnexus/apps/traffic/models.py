@@ -101,6 +101,8 @@ CAR_COLOURS = ModelEntry(
     "car_colours", car_colours, (3, SIZE, SIZE), "classify",
     "car colour recognizer trained by the project on rendered cars (6 colours; trained on first use, ~15 s)",
     crop_input,
+    weights="trained by the project on first use on rendered cars, 6 colours (held-out accuracy ~97% on 600 "
+            "rendered crops, its training report); on real cars it is weaker",
 )
 
 MODELS: tuple[ModelEntry, ...] = (CAR_COLOURS,)
