@@ -46,7 +46,7 @@ def model_catalog() -> tuple[ModelEntry, ...]:
     Example:
         >>> names = [m.name for m in model_catalog()]
         >>> names[:3], len(names)
-        (['hud_digits', 'glyph_compact', 'game_icons_g0'], 24)
+        (['hud_digits', 'glyph_compact', 'game_icons_g0'], 25)
     """
     from vidnexus.apps.dance.models import MODELS as dance
     from vidnexus.apps.game.models import MODELS as game

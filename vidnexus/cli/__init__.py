@@ -169,11 +169,11 @@ def models_show(name: str = typer.Argument(..., help="Model name."),
 def models_register(
     name: str = typer.Argument(..., help="Name to register the model under."),
     source: str = typer.Option(..., "--from", help="zoo:ARCH, factory:pkg.module:function, torchscript:PATH or "
-                               "onnx:PATH (classify or embed; a dynamic batch dimension). With VNX_STORE=clickhouse "
+                               "onnx:PATH (classify, embed or text; a dynamic batch dimension). With VNX_STORE=clickhouse "
                                "the file is copied into the server: every executor and worker on every host sees "
                                "the model."),
     input_shape: str = typer.Option(..., "--input", help="Input shape without batch, e.g. 3x224x224"),
-    task: str = typer.Option("classify", help="classify, detect, pose or embed"),
+    task: str = typer.Option("classify", help="classify, detect, pose, embed or text (a row of per-step scores per input)"),
     version: int = typer.Option(1, min=1, help="Version number."),
     weights: Optional[Path] = typer.Option(None, help="Local state_dict file with real weights."),
     prefix: Optional[str] = typer.Option(None, help="Declare a shared-prefix group (prefix batching)."),

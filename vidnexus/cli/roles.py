@@ -811,7 +811,7 @@ def run(
 
 
 def demo(
-    name: str = typer.Argument("hud", help="Which app: hud, game, traffic, dance or people."),
+    name: str = typer.Argument("hud", help="Which app: hud, game, traffic, dance, people or hudtext."),
     streams: int = typer.Option(3, min=1, max=32, help="Number of synthetic camera streams."),
     seconds: float = typer.Option(20.0, callback=finite, min=1.0, max=3600.0,
                                   help="Length of each stream (seconds of video)."),

@@ -13,7 +13,7 @@ input shape and scales to [0, 1] on its CPU pool; none: float tensors of the inp
   points to a local file);
 - ``factory:package.module:function`` — a Python callable returning an ``nn.Module``;
 - ``torchscript:/path/model.pt`` — a TorchScript file;
-- ``onnx:/path/model.onnx`` — an ONNX file run with onnxruntime (task ``classify`` or ``embed``: its
+- ``onnx:/path/model.onnx`` — an ONNX file run with onnxruntime (task ``classify``, ``embed`` or ``text``: its
   first input takes the batch, its first output gives a row per input; the batch dimension must be
   dynamic).
 
@@ -113,7 +113,7 @@ class ModelSpec:
                 f"model {self.name}: source {self.source!r} must start with zoo:, factory:, torchscript: or onnx:"
             )
         if kind == "onnx" and self.task not in ("classify", "embed", "text"):
-            raise ModelError(f"model {self.name}: an ONNX model's task is classify or embed (one output, a row per "
+            raise ModelError(f"model {self.name}: an ONNX model's task is classify, embed or text (one output, a row per "
                              f"input); a {self.task} model needs its outputs decoded: register it as TorchScript")
         if kind == "onnx" and self.weights:
             raise ModelError(f"model {self.name}: an ONNX file holds its weights; --weights is for torch models")

@@ -7,6 +7,7 @@ from vidnexus.gpu_executor.zoo import ZOO
 
 APP_MODELS = {"hud_digits": ((1, 28, 28), "classify"), "car_colours": ((3, 32, 32), "classify"),
               "dance_pose": ((3, 64, 64), "embed"), "glyph_compact": ((3, 32, 32), "embed"),
+              "hud_text": ((3, 48, 320), "text"),
               **{f"game_icons_g{g}": ((3, 32, 32), "classify") for g in range(20)}}
 
 
@@ -21,7 +22,9 @@ def test_the_apps_declare_the_models_their_chains_call():
 
 def test_the_zoo_is_architectures_with_random_weights():
     assert not set(ZOO) & set(APP_MODELS)
-    assert all("random weights" in e.description for e in ZOO.values())
+    from vidnexus.gpu_executor.catalog import RANDOM_WEIGHTS
+
+    assert all(e.weights == RANDOM_WEIGHTS and "recognises nothing" in e.weights for e in ZOO.values())
 
 
 def test_a_repository_with_the_catalogue_lists_every_model(tmp_path):

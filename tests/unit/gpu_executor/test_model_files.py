@@ -63,7 +63,7 @@ def test_an_onnx_model_registers_and_runs_batches_like_torch(tmp_path, files):
 
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(task="detect"), "classify or embed"),
+    (dict(task="detect"), "classify, embed or text"),
     (dict(input_shape=(3, 32, 32)), "does not take --input 3x32x32"),
     (dict(source="fixed"), "batch dimension is fixed"),
     (dict(source="missing"), "no ONNX file"),

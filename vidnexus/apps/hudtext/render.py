@@ -118,7 +118,8 @@ class HudTextSource:
         cap = cv2.VideoCapture(str(self.path))
         src_fps = cap.get(cv2.CAP_PROP_FPS) or self.fps
         total = max(1, int(cap.get(cv2.CAP_PROP_FRAME_COUNT)))
-        pos, img = -1, np.zeros((self.height, self.width, 3), np.uint8)
+        pos: int = -1
+        img: Any = np.zeros((self.height, self.width, 3), np.uint8)
         try:
             for i in range(int(round(self.seconds * self.fps))):
                 # The video's frame at this time (looped; read forward, reopened at a loop), then
@@ -157,7 +158,7 @@ class HudTextSource:
         for f, (x, y, _w, _h) in boxes.items():
             dx, dy = look.offsets[f]
             text = f"{LABELS[f]} {truth[f]:0{DIGITS[f]}d}" if f == "kills" else f"{LABELS[f]} {truth[f]}"
-            fill = look.fill
+            fill: tuple[int, ...] = look.fill
             if look.style == "plain":  # no outline, no panel: a colour that stands out where it is drawn
                 _x, _y, bw, bh = boxes[f]
                 fill = look.fill if img[y:y + bh, x:x + bw].mean() < 110 else tuple(c // 6 for c in look.fill)
