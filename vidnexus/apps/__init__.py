@@ -18,7 +18,7 @@ APPS: dict[str, str] = {
     "game": "per-streamer game stats: six HUD digits and the held item per frame, 20 games, WEG on the icon",
     "traffic": "vehicles per camera and minute, dwell and colour: motion tracking + a car colour recognizer",
     "dance": "score dance performances against a reference choreography: pose regression per frame",
-    "people": "people who came into a fixed camera's view and when each was in it: background subtraction + tracking",
+    "people": "people who came into a fixed camera's view, when each was in it and their pose: background subtraction + tracking + BlazePose",
     "hudtext": "read a game HUD's score and kills in any font: PP-OCRv4's text recogniser on each field",
 }
 
@@ -46,15 +46,16 @@ def model_catalog() -> tuple[ModelEntry, ...]:
     Example:
         >>> names = [m.name for m in model_catalog()]
         >>> names[:3], len(names)
-        (['hud_digits', 'glyph_compact', 'game_icons_g0'], 25)
+        (['hud_digits', 'glyph_compact', 'game_icons_g0'], 26)
     """
     from vidnexus.apps.dance.models import MODELS as dance
     from vidnexus.apps.game.models import MODELS as game
     from vidnexus.apps.hud.models import MODELS as hud
     from vidnexus.apps.hudtext.models import MODELS as hudtext
+    from vidnexus.apps.people.models import MODELS as people
     from vidnexus.apps.traffic.models import MODELS as traffic
 
-    return merge_entries(hud, game, traffic, dance, hudtext)
+    return merge_entries(hud, game, traffic, dance, hudtext, people)
 
 
 def load_app(ref: str) -> App:

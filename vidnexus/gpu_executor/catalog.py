@@ -49,8 +49,9 @@ class ModelEntry:
     executor's CPU pool (:mod:`vidnexus.gpu_executor.preprocess`); without it the model takes float32
     tensors of ``input_shape`` only.
 
-    ``onnx_file(model_dir)``, when given, is the path of an ONNX file the model runs in onnxruntime
-    (weights a package ships); ``build`` is then never called. ``postprocess`` turns one row of the
+    ``model_file(model_dir)``, when given, is the path of a model file a package ships with its
+    weights — ``.onnx`` (run in onnxruntime) or ``.tflite`` (run in the LiteRT interpreter) — and
+    ``build`` is then never called. ``postprocess`` turns one row of the
     model's output into the reply's value on the executor (default: the row as nested lists), e.g. a
     text recogniser's per-step scores into its text, so a client gets a few bytes and not the
     scores. ``weights`` says where the weights come from, what the model recognises and how well
@@ -64,7 +65,7 @@ class ModelEntry:
     description: str
     prepare: Prepare | None = None
     weights: str = RANDOM_WEIGHTS
-    onnx_file: Callable[[Path], str] | None = None
+    model_file: Callable[[Path], str] | None = None
     postprocess: Callable[[Any], Any] | None = None
 
     def __post_init__(self) -> None:

@@ -41,8 +41,9 @@ def profile_schedule(one_s: float) -> tuple[tuple[int, ...], int, int]:
 
 def build_runner(repo: Any, model: str, device: str, weights: Path | None) -> Any:
     """A runner for a model of ``repo`` (a :class:`~vidnexus.gpu_executor.repository.ModelRepository`):
-    a TorchRunner (real weights from a local state_dict file when given), or an OnnxRunner (a
-    registered ONNX file, or a catalogue entry's packaged one); a catalogue entry's ``postprocess``
+    a TorchRunner (real weights from a local state_dict file when given), or a runner for a model
+    file (a registered ONNX file, or a catalogue entry's packaged ONNX or TFLite file:
+    :func:`~vidnexus.gpu_executor.runner.file_runner`); a catalogue entry's ``postprocess``
     turns each output row into the reply's value."""
     from dataclasses import replace
 
@@ -51,11 +52,11 @@ def build_runner(repo: Any, model: str, device: str, weights: Path | None) -> An
     spec = repo.get(model)
     entry = repo.catalog.get(model) if spec.builtin else None
     own: Callable[[Any], Any] | None = entry.postprocess if entry is not None else None
-    onnx = repo.onnx_file(spec)
-    if onnx is not None:
-        from vidnexus.gpu_executor.runner import OnnxRunner
+    path = repo.model_file(spec)
+    if path is not None:
+        from vidnexus.gpu_executor.runner import file_runner
 
-        return OnnxRunner(model, onnx, device, postprocess=own or (lambda t: t.tolist())), spec
+        return file_runner(model, path, device, postprocess=own or (lambda t: t.tolist())), spec
     if weights is not None:
         spec = replace(spec, weights=str(weights))
     module = repo.load(spec, device)

@@ -66,11 +66,11 @@ def profile_model(
     if threads:
         torch.set_num_threads(threads)
     detection = spec.task in ("detect", "pose")
-    onnx = repo.onnx_file(spec)
-    if onnx is not None:
-        from vidnexus.gpu_executor.runner import OnnxRunner
+    path = repo.model_file(spec)
+    if path is not None:
+        from vidnexus.gpu_executor.runner import file_runner
 
-        runner: Any = OnnxRunner(name, onnx, device, postprocess=lambda r: None)
+        runner: Any = file_runner(name, path, device, postprocess=lambda r: None)
     else:
         runner = TorchRunner(name, repo.load(spec, device), device, postprocess=lambda r: None, list_input=detection)
     rng = np.random.default_rng(0)

@@ -211,15 +211,15 @@ class ModelRepository:
             return f"registered by a user: whatever {ref} builds"
         return f"registered by a user: the {kind} file's own weights"
 
-    def onnx_file(self, spec: ModelSpec) -> str | None:
-        """The ONNX file ``spec`` runs in onnxruntime (a registered ``onnx:`` file, or a catalogue
-        entry's packaged file), or None for a torch model."""
+    def model_file(self, spec: ModelSpec) -> str | None:
+        """The file ``spec`` runs outside PyTorch (a registered ``onnx:`` file, or a catalogue
+        entry's packaged ``.onnx`` or ``.tflite`` file), or None for a torch model."""
         kind, _, ref = spec.source.partition(":")
         if kind == "onnx":
             return self.file_of(spec)
         entry = self.catalog.get(ref) if kind == "zoo" else None
-        if entry is not None and entry.onnx_file is not None:
-            return entry.onnx_file(self.directory)
+        if entry is not None and entry.model_file is not None:
+            return entry.model_file(self.directory)
         return None
 
     def where(self) -> str:
@@ -230,12 +230,13 @@ class ModelRepository:
 
     def load(self, spec: ModelSpec, device: str = "cpu") -> Any:
         """Build the module (and load local weights when the spec names a file). An ONNX model has
-        no torch module: :func:`vidnexus.gpu_executor.loading.build_runner` runs it."""
+        no torch module, nor has a catalogue entry's packaged file:
+        :func:`vidnexus.gpu_executor.loading.build_runner` runs those."""
         import torch
 
         kind, _, ref = spec.source.partition(":")
-        if kind == "onnx" or (kind == "zoo" and ref in self.catalog and self.catalog[ref].onnx_file is not None):
-            raise ModelError(f"model {spec.name} is an ONNX file: it runs in onnxruntime, not as a torch module")
+        if kind == "onnx" or (kind == "zoo" and ref in self.catalog and self.catalog[ref].model_file is not None):
+            raise ModelError(f"model {spec.name} is a model file: it runs in onnxruntime or LiteRT, not as a torch module")
         try:
             if kind == "zoo":
                 if ref not in self.catalog:

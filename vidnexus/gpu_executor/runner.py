@@ -10,7 +10,7 @@ import numpy as np
 
 from vidnexus.errors import BatchContractError, ModelError
 
-__all__ = ["TorchRunner", "OnnxRunner", "model_bytes", "device_memory_bytes"]
+__all__ = ["TorchRunner", "OnnxRunner", "TfliteRunner", "file_runner", "model_bytes", "device_memory_bytes"]
 
 
 class TorchRunner:
@@ -110,6 +110,76 @@ class OnnxRunner:
         if len(out) != len(inputs):
             raise BatchContractError(f"model {self.name} returned {len(out)} outputs for {len(inputs)} inputs")
         return [self.postprocess(r) for r in out]
+
+
+class TfliteRunner:
+    """Stack inputs into a batch and run a TFLite model in the LiteRT interpreter (its first input,
+    its first output, split by rows), on the CPU (XNNPACK).
+
+    A TFLite file fixes its batch at 1; the interpreter resizes the input to each batch size, and
+    one interpreter per size is kept (resizing costs an allocation per call). A model whose
+    output stacks the batch along its second dimension (``[1, b·n, …]``) is split into ``b`` rows
+    of ``n``. Nothing runs on a GPU: on a ``cuda`` executor the model still runs on the host CPU.
+
+    Args:
+        path: the ``.tflite`` file.
+        threads: the interpreter's threads (0: one).
+    """
+
+    def __init__(self, name: str, path: str, device: str = "cpu",
+                 postprocess: Callable[[Any], Any] | None = None, threads: int = 0) -> None:
+        try:
+            from ai_edge_litert.interpreter import Interpreter
+        except ImportError as e:
+            raise ModelError(f"model {name}: TFLite models need the ai-edge-litert package ({e}); "
+                             "`make bootstrap` installs it (requirements-files.lock)") from None
+        self.name, self.path, self.device = name, path, device
+        self.postprocess = postprocess or (lambda t: t.tolist() if hasattr(t, "tolist") else t)
+        self._make = lambda: Interpreter(model_path=path, num_threads=threads or 1)
+        try:
+            first = self._make()
+        except Exception as e:
+            raise ModelError(f"model {name}: LiteRT cannot load {path}: {e}") from None
+        detail = first.get_input_details()[0]
+        self.input_index = detail["index"]
+        self.input_shape = tuple(int(d) for d in detail["shape"])
+        self._by_size: dict[int, Any] = {}
+        self._lock = threading.Lock()
+
+    def _interpreter(self, b: int) -> Any:
+        it = self._by_size.get(b)
+        if it is None:
+            it = self._make()
+            it.resize_tensor_input(self.input_index, [b, *self.input_shape[1:]])
+            it.allocate_tensors()
+            self._by_size[b] = it
+        return it
+
+    def __call__(self, inputs: Sequence[np.ndarray]) -> list[Any]:
+        if not inputs:
+            return []
+        b = len(inputs)
+        try:
+            with self._lock:
+                it = self._interpreter(b)
+                it.set_tensor(self.input_index, np.stack(inputs).astype(np.float32, copy=False))
+                it.invoke()
+                out = it.get_tensor(it.get_output_details()[0]["index"])
+        except Exception as e:
+            raise ModelError(f"model {self.name} failed on a batch of {b}: {e}") from e
+        if len(out) != b and out.ndim >= 2 and out.shape[0] == 1 and out.shape[1] % b == 0:
+            out = out.reshape(b, out.shape[1] // b, *out.shape[2:])
+        if len(out) != b:
+            raise BatchContractError(f"model {self.name} returned {len(out)} outputs for {b} inputs")
+        return [self.postprocess(r) for r in out]
+
+
+def file_runner(name: str, path: str, device: str = "cpu", postprocess: Callable[[Any], Any] | None = None) -> Any:
+    """The runner for a model file: ``.tflite`` → :class:`TfliteRunner`, anything else (``.onnx``)
+    → :class:`OnnxRunner`."""
+    if str(path).endswith(".tflite"):
+        return TfliteRunner(name, path, device, postprocess=postprocess)
+    return OnnxRunner(name, path, device, postprocess=postprocess)
 
 
 def model_bytes(runner: Any) -> int:

@@ -7,7 +7,7 @@ from vidnexus.gpu_executor.zoo import ZOO
 
 APP_MODELS = {"hud_digits": ((1, 28, 28), "classify"), "car_colours": ((3, 32, 32), "classify"),
               "dance_pose": ((3, 64, 64), "embed"), "glyph_compact": ((3, 32, 32), "embed"),
-              "hud_text": ((3, 48, 320), "text"),
+              "hud_text": ((3, 48, 320), "text"), "pose_landmarks": ((256, 256, 3), "pose"),
               **{f"game_icons_g{g}": ((3, 32, 32), "classify") for g in range(20)}}
 
 

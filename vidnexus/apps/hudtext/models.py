@@ -111,7 +111,7 @@ def _decode(row: np.ndarray) -> list[Any]:
 
 
 def _no_torch(_model_dir: Path) -> Any:
-    raise ModelError("model hud_text runs in onnxruntime (its onnx_file), not as a torch module")
+    raise ModelError("model hud_text runs in onnxruntime (its model_file), not as a torch module")
 
 
 HUD_TEXT = ModelEntry(
@@ -121,7 +121,7 @@ HUD_TEXT = ModelEntry(
     weights=f"PaddleOCR's trained PP-OCRv4 weights, shipped in the {PACKAGE} 1.4.4 package (Apache-2.0); "
             "reads printed text in any font; HUD values read exactly on clips in a font vidnexus never "
             "trained on: see docs/apps.md (hudtext)",
-    onnx_file=rec_file,
+    model_file=rec_file,
     postprocess=_decode,
 )
 

@@ -19,8 +19,10 @@ by ``tests/unit/apps/test_people.py``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any, Iterable
 
+from vidnexus.apps.people.models import PersonSquare, person_square
 from vidnexus.apps.spec import DemoSpec, DemoSummary, beside_checkout
 from vidnexus.clock import wall_time
 from vidnexus.contracts.frames import Frame
@@ -35,10 +37,12 @@ MIN_HITS = 5
 """Sampled frames a track needs to count as a person (1 s at 5 fps: a flicker or a shadow does not)."""
 
 app = App("people", slo_ms=1000, ordered=True)
+pose = app.model("pose_landmarks")
 sightings = app.table(
     "people_sightings",
     {"pts": "Float64", "track_id": "UInt64", "x1": "Float32", "y1": "Float32", "x2": "Float32", "y2": "Float32",
-     "counts": "UInt8", "latency_ms": "Float32"},
+     "counts": "UInt8", "keypoints": "Array(Float32)", "visible_keypoints": "UInt8", "keypoints_in_box": "UInt8",
+     "latency_ms": "Float32"},
 )
 
 
@@ -54,7 +58,18 @@ class _Camera:
 _cameras: dict[str, _Camera] = {}
 
 
-def track(f: Frame) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class PeopleFrame:
+    """A frame's sightings (rows without their pose yet), each person's square crop, and the poses
+    once ``pose_landmarks`` has answered (one per crop, in order)."""
+
+    rows: list[dict[str, Any]]
+    squares: list[PersonSquare]
+    ingest_ts: float
+    poses: tuple[Any, ...] = ()
+
+
+def track(f: Frame) -> PeopleFrame:
     cam = _cameras.get(f.stream_id) or _cameras.setdefault(f.stream_id, _Camera())
     img = image_of(f)
     small, scale = cam.resize(img)
@@ -63,25 +78,43 @@ def track(f: Frame) -> list[dict[str, Any]]:
     live = {t.track_id for t in cam.tracker.live}
     if len(cam.first) > 4 * max(1, len(live)):
         cam.first = {k: v for k, v in cam.first.items() if k in live}
-    latency = (wall_time() - f.ingest_ts) * 1000
-    rows = []
+    rows, squares = [], []
     for t in seen:
         b = t.box
+        box = (b.x1 / scale, b.y1 / scale, b.x2 / scale, b.y2 / scale)
         # Unique across restarts of the worker (its tracker numbers from 1 again): the frame number
         # the track began at, and its number then.
         first = cam.first.setdefault(t.track_id, f.frame_no)
-        rows.append({"pts": f.pts, "track_id": first * 1000 + t.track_id % 1000, "x1": b.x1 / scale, "y1": b.y1 / scale,
-                     "x2": b.x2 / scale, "y2": b.y2 / scale, "counts": int(t.hits >= MIN_HITS), "latency_ms": latency})
-    return rows
+        rows.append({"pts": f.pts, "track_id": first * 1000 + t.track_id % 1000, "x1": box[0], "y1": box[1],
+                     "x2": box[2], "y2": box[3], "counts": int(t.hits >= MIN_HITS)})
+        squares.append(person_square(img, box))
+    return PeopleFrame(rows, squares, f.ingest_ts)
 
 
-def each(rows: list[dict[str, Any]]) -> Iterable[dict[str, Any]]:
-    return rows
+def person_inputs(p: PeopleFrame) -> list[Any]:
+    return [s.image for s in p.squares]
+
+
+def with_poses(p: PeopleFrame, poses: list[Any]) -> PeopleFrame:
+    return replace(p, poses=tuple(poses))
+
+
+def each(p: PeopleFrame) -> Iterable[dict[str, Any]]:
+    """One row per person, with the pose put back in frame pixels: the 33 landmarks flattened
+    (x, y, visibility each), how many are visible (≥ 0.5) and how many of those fall inside the
+    person's box."""
+    latency = (wall_time() - p.ingest_ts) * 1000
+    for k, row in enumerate(p.rows):
+        points = p.squares[k].to_frame(p.poses[k]) if k < len(p.poses) else []
+        visible = [(x, y) for x, y, v in points if v >= 0.5]
+        inside = sum(1 for x, y in visible if row["x1"] <= x <= row["x2"] and row["y1"] <= y <= row["y2"])
+        yield {**row, "keypoints": [round(float(c), 1 if i % 3 < 2 else 3) for pt in points for i, c in enumerate(pt)],
+               "visible_keypoints": len(visible), "keypoints_in_box": inside, "latency_ms": latency}
 
 
 @app.chain
 def pipeline(frames: Stream) -> Stream:
-    return frames.map(track).flat_map(each).sink(sightings)
+    return frames.map(track).infer(pose, input=person_inputs, many=True, merge=with_poses).flat_map(each).sink(sightings)
 
 
 QUERIES = {
