@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Any, Callable, Sequence
@@ -9,6 +10,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from vidnexus.errors import BatchContractError, ModelError
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["TorchRunner", "OnnxRunner", "TfliteRunner", "file_runner", "model_bytes", "device_memory_bytes"]
 
@@ -117,9 +120,11 @@ class TfliteRunner:
     its first output, split by rows), on the CPU (XNNPACK).
 
     A TFLite file fixes its batch at 1; the interpreter resizes the input to each batch size, and
-    one interpreter per size is kept (resizing costs an allocation per call). A model whose
-    output stacks the batch along its second dimension (``[1, b·n, …]``) is split into ``b`` rows
-    of ``n``. Nothing runs on a GPU: on a ``cuda`` executor the model still runs on the host CPU.
+    one interpreter per size is kept (resizing costs an allocation per call). A model whose graph
+    cannot take another batch (its reshapes fix the batch at 1: the output's first dimension stays
+    1) is run one input after another instead (``batches`` turns False, said once in the log):
+    such a model is still served, profiled and scheduled, but a batch costs b runs. Nothing runs
+    on a GPU: on a ``cuda`` executor the model still runs on the host CPU.
 
     Args:
         path: the ``.tflite`` file.
@@ -135,7 +140,7 @@ class TfliteRunner:
                              "`make bootstrap` installs it (requirements-files.lock)") from None
         self.name, self.path, self.device = name, path, device
         self.postprocess = postprocess or (lambda t: t.tolist() if hasattr(t, "tolist") else t)
-        self._make = lambda: Interpreter(model_path=path, num_threads=threads or 1)
+        self._make: Callable[[], Any] = lambda: Interpreter(model_path=path, num_threads=threads or 1)
         try:
             first = self._make()
         except Exception as e:
@@ -145,6 +150,8 @@ class TfliteRunner:
         self.input_shape = tuple(int(d) for d in detail["shape"])
         self._by_size: dict[int, Any] = {}
         self._lock = threading.Lock()
+        self.batches = True
+        """False once a batch came back with the wrong number of rows: inputs then run one by one."""
 
     def _interpreter(self, b: int) -> Any:
         it = self._by_size.get(b)
@@ -161,17 +168,26 @@ class TfliteRunner:
         b = len(inputs)
         try:
             with self._lock:
-                it = self._interpreter(b)
-                it.set_tensor(self.input_index, np.stack(inputs).astype(np.float32, copy=False))
-                it.invoke()
-                out = it.get_tensor(it.get_output_details()[0]["index"])
+                if self.batches:
+                    out = self._run(np.stack(inputs))
+                    if len(out) != b and b > 1:
+                        self.batches = False
+                        logger.warning("model %s: its TFLite graph does not take a batch of %d (it gave %d rows); "
+                                       "running its inputs one by one", self.name, b, len(out))
+                if not self.batches:
+                    out = np.concatenate([self._run(x[None]) for x in inputs])
         except Exception as e:
             raise ModelError(f"model {self.name} failed on a batch of {b}: {e}") from e
-        if len(out) != b and out.ndim >= 2 and out.shape[0] == 1 and out.shape[1] % b == 0:
-            out = out.reshape(b, out.shape[1] // b, *out.shape[2:])
         if len(out) != b:
             raise BatchContractError(f"model {self.name} returned {len(out)} outputs for {b} inputs")
         return [self.postprocess(r) for r in out]
+
+    def _run(self, batch: np.ndarray) -> np.ndarray:
+        it = self._interpreter(len(batch))
+        it.set_tensor(self.input_index, batch.astype(np.float32, copy=False))
+        it.invoke()
+        out: np.ndarray = it.get_tensor(it.get_output_details()[0]["index"])
+        return out
 
 
 def file_runner(name: str, path: str, device: str = "cpu", postprocess: Callable[[Any], Any] | None = None) -> Any:
