@@ -74,5 +74,16 @@ def test_traffic_app_over_kafka_counts_vehicles(kafka_bootstrap, clickhouse_url,
         assert abs(synth - want) <= 0.2 * want, (counted, truth)
         assert abs(counted.get(f"{tag}-lot", 0) - HAND["vehicles"]) <= 0.2 * HAND["vehicles"]
         assert colour_ok >= 0.8
+        # The real cars' colours against the hand labels: each labelled car is the counted track of
+        # the lot that overlaps its time in view most; its commonest colour read must be the label's
+        # for at least 3 of the 4 cars.
+        tracks = q(f"SELECT min(pts), max(pts), topK(1)(colour)[1] FROM traffic_objects FINAL "
+                   f"WHERE stream = '{tag}-lot' AND counts = 1 GROUP BY track_id").rows
+        reads = []
+        for car in HAND["colours"]["cars"]:
+            best = max(tracks, key=lambda t: min(float(t[1]), car["to"]) - max(float(t[0]), car["from"]), default=None)
+            reads.append((car["car"], car["colour"], best[2] if best else None))
+        print(f"real cars' colours (label, read): {reads}")
+        assert sum(want == got for _, want, got in reads) >= 3, reads
     finally:
         teardown(d)

@@ -128,6 +128,12 @@ SELECT stream, track_id, round(min(pts), 1) AS entered_s, round(max(pts), 1) AS 
        round(max(pts) - min(pts), 1) AS stayed_s
 FROM people_sightings FINAL GROUP BY stream, track_id HAVING max(counts) = 1
 ORDER BY stream, entered_s""",
+    "pose per person": """
+SELECT stream, track_id, count() AS frames, round(100 * avg(keypoints_in_box >= 12), 1) AS pose_in_box_pct,
+       round(avg(visible_keypoints), 1) AS visible_of_33,
+       round(100 * avg(keypoints[2] < least(keypoints[71], keypoints[74])), 1) AS upright_pct
+FROM people_sightings FINAL WHERE counts = 1 AND length(keypoints) = 99
+GROUP BY stream, track_id ORDER BY stream, min(pts)""",
 }
 
 
@@ -162,8 +168,16 @@ def _summary(store: Any, executor: Any) -> DemoSummary:
     if truth:
         lines.append(f"a person counted {len(truth)} in that part of {REAL_VIDEO}: "
                      + ", ".join(f"{a:g}-{min(b, last):g} s" for a, b, _ in truth) + " (tests/data/hand_counts.json)")
+    n, in_box, upright = store.query(
+        "SELECT count(), avg(keypoints_in_box >= 12), avg(keypoints[2] < least(keypoints[71], keypoints[74])) "
+        "FROM people_sightings FINAL WHERE counts = 1 AND length(keypoints) = 99").rows[0]
+    pose = {"sightings": int(n), "in_box_pct": round(100 * float(in_box or 0), 1),
+            "upright_pct": round(100 * float(upright or 0), 1)}
+    lines.append(f"pose (BlazePose): {pose['in_box_pct']:g}% of {n} sightings of counted people have ≥ 12 of 33 "
+                 f"landmarks visible inside the person's box; nose above the hips in {pose['upright_pct']:g}%")
     return DemoSummary(tuple(lines), {"people": [{"entered_s": a, "left_s": b} for _, a, b in seen],
-                                      "hand_count": [{"entered_s": a, "left_s": min(b, last)} for a, b, _ in truth]})
+                                      "hand_count": [{"entered_s": a, "left_s": min(b, last)} for a, b, _ in truth],
+                                      "pose": pose})
 
 
 DEMO = DemoSpec(streams=_streams, queries=QUERIES, tables=("people_sightings",), summary=_summary, source_fps=10.0,

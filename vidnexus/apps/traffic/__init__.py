@@ -235,8 +235,11 @@ def _prepare(settings: Any) -> dict[str, Any]:
     from vidnexus.apps.traffic.models import load_or_train
 
     _, rep = load_or_train(settings.data_dir / "models")
-    out = {"car colour recognizer": f"small CNN trained by vidnexus on rendered cars in {rep['train_seconds']} s, "
-                                    f"held-out accuracy {100 * rep['heldout_accuracy']:.1f}% over {len(COLOUR_NAMES)} colours"}
+    real = (f"; {rep['real_heldout_accuracy'] * 100:.1f}% on {rep['real_heldout_crops']} held-out crops of the real cars"
+            if "real_heldout_accuracy" in rep else "; no real cars (the real video or its labels are not here)")
+    out = {"car colour recognizer": f"small CNN trained by vidnexus on rendered and real cars in {rep['train_seconds']} s, "
+                                    f"held-out accuracy {100 * rep['heldout_accuracy']:.1f}% over {len(COLOUR_NAMES)} colours "
+                                    f"on rendered crops{real}"}
     if _real_video() is None:
         out["real video"] = f"{REAL_VIDEO} not found under shared/data/real: synthetic cameras only"
     return out
