@@ -4,17 +4,19 @@ Per stream (one state per camera): a background learned only where nothing is in
 each frame scaled to the background's brightness first (:class:`~vidnexus.operators.cv.HeldBackground`:
 a person who stands still for half a minute stays in the foreground, and the camera's auto-exposure
 is not a person) → blob tracking that joins a person's head, body and legs into one track
-(:class:`~vidnexus.operators.tracking.BlobTracker`) → one row per (frame, person) in
-``people_sightings``. A track counts as a person once it was seen in ``MIN_HITS`` sampled frames;
-how many people came and when each was in view are SQL (``QUERIES``). No DNN: on this CPU a
-classical detector is what gives real counts on real footage (the zoo's detectors have random
-weights); the app reads a stream's frames at its own sampling rate like every other app.
+(:class:`~vidnexus.operators.tracking.BlobTracker`) → each person's square crop → ``pose_landmarks``
+(BlazePose GHUM, real weights, served by the executor: :mod:`vidnexus.apps.people.models`) → one
+row per (frame, person) in ``people_sightings`` with the 33 landmarks in frame pixels. A track
+counts as a person once it was seen in ``MIN_HITS`` sampled frames; how many people came, when each
+was in view and how well their pose was seen are SQL (``QUERIES``). People are found classically
+(motion, no detector DNN: the zoo's detectors have random weights); the DNN gives each their pose.
 
     vidnexus demo people              # the real one-by-one-person video, with the hand count beside
     vidnexus run people --stream room=../shared/data/real/one-by-one-person-detection.mp4 --fps 5
 
 Checked against hand labels (``tests/data/hand_counts.json``: 6 people and when each was in view)
-by ``tests/unit/apps/test_people.py``.
+by ``tests/unit/apps/test_people.py``, which also checks the poses (landmarks inside each person's
+box, the body the right way up).
 """
 
 from __future__ import annotations
