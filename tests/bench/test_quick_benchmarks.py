@@ -35,6 +35,8 @@ SUMMARY_KEYS = {
                    "frame_overlap_gain_caller", "crop_overlap_gain_caller", "frame_overlap_gain_auto",
                    "crop_overlap_gain_auto"},
     "apps": {"traffic_baseline_fps", "dance_baseline_fps", "game_baseline_fps", "frames_sent", "frames_accounted"},
+    "apps-real": {"hudtext_kafka_fps", "hudtext_embedded_fps", "hudtext_kafka_over_embedded", "people_kafka_fps",
+                  "people_embedded_fps", "people_kafka_over_embedded", "frames_sent", "frames_accounted"},
     "soak": {"rss_growth_pct_max", "fd_growth_max", "topics_start", "topics_end", "slo_attainment", "frames",
              "frames_lost"},
 }
@@ -98,5 +100,15 @@ def test_quick_run_writes_the_json(name, tmp_path):
             assert isinstance(s[f"{app}_meets_target"], bool)
             assert {r["mode"] for r in doc["results"] if r["app"] == app} == {"kafka", "embedded"}
         assert isinstance(s["all_meet_target"], bool)
+        for r in doc["results"]:
+            assert r["frames_accounted"] == r["frames_sent"] > 0, r
+    if name == "apps-real":  # the real-model apps: every frame accounted, both modes, no target
+        s = doc["summary"]
+        assert s["frames_accounted"] == s["frames_sent"] > 0
+        for app in ("hudtext", "people"):
+            assert {r["mode"] for r in doc["results"] if r["app"] == app} == {"kafka", "embedded"}
+            assert f"{app}_target_fps" not in s and s[f"{app}_kafka_fps"] >= 0
+            streams = {r["streams"] for r in doc["results"] if r["app"] == app}
+            assert streams == {2}, streams  # --quick: one trial of two streams per mode
         for r in doc["results"]:
             assert r["frames_accounted"] == r["frames_sent"] > 0, r

@@ -44,6 +44,9 @@ class DemoSpec:
     source_fps: float = 10.0
     sample_fps: float = 5.0
     slo_ms: float | None = None
+    load_streams: Streams | None = None
+    """``n`` streams for a load test (``vidnexus bench apps``) when the demo's own do not grow with
+    ``n`` (the people demo plays one real video); default: ``streams``."""
 
 
 def beside_checkout(relative: str) -> Any:

@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, str] = {
     "soak": "vidnexus.benchmarks.soak",
     "preprocess": "vidnexus.benchmarks.preprocess_bench",
     "apps": "vidnexus.benchmarks.apps_bench",
+    "apps-real": "vidnexus.benchmarks.apps_real",
 }
 """Benchmark name → module with ``run(quick, console)`` (imported only when that benchmark runs)."""
 

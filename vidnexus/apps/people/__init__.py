@@ -32,6 +32,7 @@ from vidnexus.operators.chain import App, Stream
 from vidnexus.operators.cv import HeldBackground, Resize
 from vidnexus.operators.tracking import BlobTracker
 from vidnexus.streams.images import image_of
+from vidnexus.streams.spec import StreamSpec
 
 __all__ = ["app", "QUERIES", "DEMO"]
 
@@ -145,10 +146,9 @@ REAL_VIDEO = "one-by-one-person-detection.mp4"
 
 
 
-def _streams(n: int, seconds: float, fps: float, sample_fps: float) -> list[Any]:
+def _streams(n: int, seconds: float, fps: float, sample_fps: float) -> list[StreamSpec]:
     """The real one-by-one-person video (its first ``seconds``); nothing else (no synthetic people)."""
     from vidnexus.errors import ConfigError
-    from vidnexus.streams.spec import StreamSpec
 
     real = beside_checkout(f"../shared/data/real/{REAL_VIDEO}")
     if real is None:
@@ -182,5 +182,11 @@ def _summary(store: Any, executor: Any) -> DemoSummary:
                                       "pose": pose})
 
 
+def _load_streams(n: int, seconds: float, fps: float, sample_fps: float) -> list[StreamSpec]:
+    """``n`` cameras playing the real video (``room-1`` …), for load tests."""
+    (room,) = _streams(1, seconds, fps, sample_fps)
+    return [StreamSpec(f"room-{i + 1}", room.url, fps=sample_fps, until_s=seconds) for i in range(n)]
+
+
 DEMO = DemoSpec(streams=_streams, queries=QUERIES, tables=("people_sightings",), summary=_summary, source_fps=10.0,
-                sample_fps=5.0)
+                sample_fps=5.0, load_streams=_load_streams)
