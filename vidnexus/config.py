@@ -121,6 +121,12 @@ class Settings(BaseSettings):
     pose regressor, compute only (random weights, output discarded); unset, empty or ``0``: off. Read
     when the app is imported."""
 
+    dance_pose: Literal["regressor", "blazepose"] = "regressor"
+    """The dance app's pose model: ``regressor``, the project's 13-keypoint regressor for the
+    stick-figure dancers it renders; ``blazepose``, Google's BlazePose (real weights) on the largest
+    moving person of real footage, its landmarks mapped to the same 13 keypoints. Read when the app
+    is imported."""
+
     peers_python: str | None = None
     """Python interpreter that can ``import pytriton, ray`` for `vidnexus bench peers` (`make test`
     sets it); unset: the newest complete peers virtualenv under ``cache_dir``."""

@@ -24,7 +24,7 @@ import cv2
 import cv2.data  # the bundled Haar cascades (a submodule the stubs do not declare on cv2)
 import numpy as np
 
-from vidnexus.operators.tracking import Box, IouTracker, Track, moving_tracks, nms
+from vidnexus.operators.tracking import BlobTracker, Box, IouTracker, Track, moving_tracks, nms
 
 __all__ = [
     "Resize",
@@ -33,6 +33,7 @@ __all__ = [
     "RegionOfInterest",
     "MotionDetector",
     "FrameDiffSkip",
+    "MovingPeople",
     "HogPeopleDetector",
     "HaarDetector",
     "HAAR_CASCADES",
@@ -212,6 +213,36 @@ class HeldBackground:
         # 1/50 of the rate, so a person standing still for a minute at 5 fps is 8% faded.
         self._bg[self._was_fg] += self.alpha / 50 * (x[self._was_fg] - self._bg[self._was_fg])
         return boxes
+
+
+class MovingPeople:
+    """People in a fixed camera's view, per frame: a :class:`HeldBackground` on the frame scaled to
+    ``max_side`` (people who stand still stay; the camera's exposure is no one), its blobs joined
+    into one track per person (:class:`~vidnexus.operators.tracking.BlobTracker`: head, body and legs
+    that come apart). One per stream; ``apply`` gives the tracks seen in this frame and their boxes
+    in the frame's own pixels (the mask is dilated: a box is a few pixels larger than the person).
+
+    Example:
+        >>> people = MovingPeople()
+        >>> room = np.full((240, 320, 3), 120, np.uint8)
+        >>> for _ in range(5):
+        ...     _ = people.apply(room)
+        >>> walker = room.copy(); walker[60:200, 150:190] = 20
+        >>> [(t.track_id, box) for t, box in people.apply(walker)]
+        [(1, (146.0, 56.0, 194.0, 204.0))]
+    """
+
+    def __init__(self, max_side: int = 384) -> None:
+        self.resize = Resize(max_side)
+        self.background = HeldBackground(threshold=30.0, alpha=0.05, warmup=5, min_area=300)
+        self.tracker = BlobTracker(margin=20.0, gap=20.0, max_missed=5)
+        self.n = 0
+
+    def apply(self, image: np.ndarray) -> list[tuple[Track, tuple[float, float, float, float]]]:
+        small, scale = self.resize(image)
+        seen = self.tracker.update(self.background.apply(small), self.n)
+        self.n += 1
+        return [(t, (t.box.x1 / scale, t.box.y1 / scale, t.box.x2 / scale, t.box.y2 / scale)) for t in seen]
 
 
 class FrameDiffSkip:

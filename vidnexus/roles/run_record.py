@@ -97,7 +97,7 @@ def run_record(result: RunResult, *, command: str, started_wall: float, duration
         "bus": settings.bus,
         "store": settings.store,
         "app_switches": {"game_specialize": settings.game_specialize, "traffic_detector": settings.traffic_detector,
-                         "dance_keypoints": settings.dance_keypoints},
+                         "dance_keypoints": settings.dance_keypoints, "dance_pose": settings.dance_pose},
         "options": {k: _plain(v) for k, v in options.items()},
         "streams": [{"name": s.name, "url": s.url, "fps": s.fps, "every_n": s.every_n,
                      "keyframes_only": s.keyframes_only, "realtime": s.realtime, "speed": s.speed,

@@ -69,7 +69,8 @@ def test_the_document_has_every_part_and_is_plain_json():
 def test_settings_name_the_app_its_slo_and_every_stream_with_its_sampling():
     s = record()["settings"]
     assert (s["app"], s["slo_ms"], s["bus"], s["store"]) == ("cams", 100.0, "memory", "chdb")
-    assert s["app_switches"] == {"game_specialize": True, "traffic_detector": None, "dance_keypoints": None}
+    assert s["app_switches"] == {"game_specialize": True, "traffic_detector": None, "dance_keypoints": None,
+                                     "dance_pose": "regressor"}
     assert s["options"] == {"stream": ["a b.mp4"], "fps": 5.0, "until": None}
     assert s["streams"] == [
         {"name": "cam-1", "url": "synthetic://hud?seed=1", "fps": 5.0, "every_n": None, "keyframes_only": False,

@@ -11,6 +11,11 @@ Scores are SQL: per move, 100 × mean ``sim`` over its beat (a late dancer score
 pose at each instant differs from the reference's); per performance, the mean over moves; how
 closely each move's key pose was reached, 100 × max ``sim_move`` over the beat (``QUERIES``).
 
+Real people (``VNX_DANCE_POSE=blazepose``): the dancer is the largest moving person of the frame
+(:class:`~vidnexus.operators.cv.MovingPeople`) and the pose BlazePose's (``pose_landmarks``, real
+weights), its landmarks mapped to the same 13 keypoints (:data:`BLAZEPOSE_13`) and scored the same
+way; a frame with nobody in it is a row with ``sim`` −1.
+
 Optional compute-only keypoint model: with ``VNX_DANCE_KEYPOINTS=keypointrcnn`` every sampled
 frame first goes through Keypoint R-CNN (random weights: compute only, output discarded, see
 :mod:`vidnexus.apps.compute`). Off by default: it takes ~5.4 s per frame on this project's CPU, so
@@ -22,7 +27,7 @@ it is for GPU executors (or a CPU run at a very low sample rate and a long SLO).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -38,17 +43,20 @@ from vidnexus.apps.dance.render import (
     reference_angles,
 )
 from vidnexus.apps.compute import compute_stage_model, discard_output, frame_input, keep_element
+from vidnexus.apps.people.models import PersonSquare, person_square
 from vidnexus.apps.spec import DemoSpec, DemoSummary
 from vidnexus.clock import wall_time
 from vidnexus.config import load_settings
 from vidnexus.operators.chain import App, Inferred, Stream
 from vidnexus.contracts.frames import Frame
+from vidnexus.operators.cv import MovingPeople
 from vidnexus.streams.images import image_of
 
 __all__ = ["app", "QUERIES", "DEMO", "score_pose"]
 
 app = App("dance", slo_ms=300)
-pose = app.model("dance_pose")
+POSE_MODEL = "pose_landmarks" if load_settings().dance_pose == "blazepose" else "dance_pose"
+pose = app.model(POSE_MODEL)
 KEYPOINTS_MODEL = compute_stage_model(load_settings(), "dance_keypoints", ("pose",))
 keypoints = app.model(KEYPOINTS_MODEL, decode=discard_output) if KEYPOINTS_MODEL else None
 frames_table = app.table(
@@ -94,6 +102,56 @@ def score_pose(kp: np.ndarray, t: float) -> tuple[int, str, float, float]:
     return beat, move, pose_similarity(kp, ref), pose_similarity(kp, _KEY_POSES[move])
 
 
+# -- real people (VNX_DANCE_POSE=blazepose) -----------------------------------------------------------
+
+BLAZEPOSE_13 = (0, 11, 12, 13, 14, 15, 16, 23, 24, 25, 26, 27, 28)
+"""BlazePose's landmarks for :data:`~vidnexus.apps.dance.render.KEYPOINTS`: the nose for the head,
+then shoulders, elbows, wrists, hips, knees and ankles (left is the person's own, as here)."""
+
+
+_stages: dict[str, MovingPeople] = {}
+
+
+@dataclass(frozen=True)
+class RealDanceFrame:
+    frame: Frame
+    square: PersonSquare | None
+    landmarks: tuple[Any, ...] = ()
+
+
+def find_dancer(f: Frame) -> RealDanceFrame:
+    """The largest moving person of the frame (the dancer), or none."""
+    people = _stages.get(f.stream_id) or _stages.setdefault(f.stream_id, MovingPeople())
+    img = image_of(f)
+    seen = [box for _, box in people.apply(img)]
+    if not seen:
+        return RealDanceFrame(f, None)
+    return RealDanceFrame(f, person_square(img, max(seen, key=lambda b: (b[2] - b[0]) * (b[3] - b[1]))))
+
+
+def dancer_inputs(d: RealDanceFrame) -> list[Any]:
+    return [] if d.square is None else [d.square.image]
+
+
+def with_landmarks(d: RealDanceFrame, out: list[Any]) -> RealDanceFrame:
+    return replace(d, landmarks=tuple(out))
+
+
+def real_row(d: RealDanceFrame) -> dict[str, Any]:
+    """A real person's pose, scored like a rendered dancer's (a frame without a person: sim -1)."""
+    t = d.frame.pts
+    row: dict[str, Any] = {"pts": t, "kp_error_px": -1.0, "sim_truth": -1.0, "sim_move_truth": -1.0,
+                           "latency_ms": (wall_time() - d.frame.ingest_ts) * 1000}
+    if d.square is None or not d.landmarks:
+        _, beat = reference_angles(t)
+        return {**row, "beat": beat, "move": CHOREOGRAPHY[beat], "kp_read": [], "sim": -1.0, "sim_move": -1.0}
+    points = d.square.to_frame(d.landmarks[0])
+    kp = np.array([points[k][:2] for k in BLAZEPOSE_13], np.float64)
+    beat, move, sim, sim_move = score_pose(kp, t)
+    return {**row, "beat": beat, "move": move, "kp_read": kp.reshape(-1).round(1).tolist(), "sim": sim,
+            "sim_move": sim_move}
+
+
 def to_row(r: Inferred) -> dict[str, Any]:
     d: DanceFrame = r.value
     x0, y0, side = d.box
@@ -114,6 +172,9 @@ def to_row(r: Inferred) -> dict[str, Any]:
 def pipeline(frames: Stream) -> Stream:
     if keypoints is not None:  # compute only: the frame goes on unchanged
         frames = frames.infer(keypoints, input=frame_input(keypoints.name), merge=keep_element)
+    if POSE_MODEL == "pose_landmarks":  # real people: BlazePose on the largest moving person
+        return (frames.map(find_dancer).infer(pose, input=dancer_inputs, many=True, merge=with_landmarks)
+                .map(real_row).sink(frames_table))
     return frames.map(crop).infer(pose, input=crop_of).map(to_row).sink(frames_table)
 
 

@@ -29,8 +29,7 @@ from vidnexus.apps.spec import DemoSpec, DemoSummary, beside_checkout
 from vidnexus.clock import wall_time
 from vidnexus.contracts.frames import Frame
 from vidnexus.operators.chain import App, Stream
-from vidnexus.operators.cv import HeldBackground, Resize
-from vidnexus.operators.tracking import BlobTracker
+from vidnexus.operators.cv import MovingPeople
 from vidnexus.streams.images import image_of
 from vidnexus.streams.spec import StreamSpec
 
@@ -51,11 +50,8 @@ sightings = app.table(
 
 class _Camera:
     def __init__(self) -> None:
-        self.resize = Resize(384)
-        self.background = HeldBackground(threshold=30.0, alpha=0.05, warmup=5, min_area=300)
-        self.tracker = BlobTracker(margin=20.0, gap=20.0, max_missed=5)
+        self.people = MovingPeople()
         self.first: dict[int, int] = {}  # track → the frame number it began at
-        self.n = 0
 
 
 _cameras: dict[str, _Camera] = {}
@@ -75,16 +71,12 @@ class PeopleFrame:
 def track(f: Frame) -> PeopleFrame:
     cam = _cameras.get(f.stream_id) or _cameras.setdefault(f.stream_id, _Camera())
     img = image_of(f)
-    small, scale = cam.resize(img)
-    seen = cam.tracker.update(cam.background.apply(small), cam.n)
-    cam.n += 1
-    live = {t.track_id for t in cam.tracker.live}
+    seen = cam.people.apply(img)
+    live = {t.track_id for t in cam.people.tracker.live}
     if len(cam.first) > 4 * max(1, len(live)):
         cam.first = {k: v for k, v in cam.first.items() if k in live}
     rows, squares = [], []
-    for t in seen:
-        b = t.box
-        box = (b.x1 / scale, b.y1 / scale, b.x2 / scale, b.y2 / scale)
+    for t, box in seen:
         # Unique across restarts of the worker (its tracker numbers from 1 again): the frame number
         # the track began at, and its number then.
         first = cam.first.setdefault(t.track_id, f.frame_no)
