@@ -255,12 +255,13 @@ def run_apps(apps: tuple[str, ...], quick: bool, console: Any, name: str = "apps
         console.print(f"{app_name} (SLO {app.slo_ms:g} ms): preparing the models …")
         prepared[app_name] = {k: str(v) for k, v in spec.prepare(settings).items()}
         start = 2 if quick or app_name not in base else max(1, math.ceil(3 * base[app_name]["streams"]))
+        trials_left = max_trials if quick or app_name in base else max_trials + 2  # from 2 streams: up to 27
         for kind in (_Kafka, _Embedded):
             target = kind(app_name)
             configs[target.mode] = target.config
             try:
                 _trial(target, app_name, 1, 3.0, console)  # warm-up (first inferences), not counted
-                n, trials = _search(lambda k: _trial(target, app_name, k, seconds, console), start, max_trials)
+                n, trials = _search(lambda k: _trial(target, app_name, k, seconds, console), start, trials_left)
             finally:
                 target.close()
             results.extend(trials)
@@ -302,7 +303,8 @@ def run_apps(apps: tuple[str, ...], quick: bool, console: Any, name: str = "apps
                        "max_trials": max_trials, "pass_pct": PASS_PCT, "modes": configs,
                        "baseline": {a: v for a, v in base.items() if a in apps}, "prepared": prepared,
                        "search": "first trial at n = 3x the baseline's streams (2 with --quick or without a "
-                                 "baseline), n x1.5 while passing, then bisect to within 10%, at most max_trials; "
+                                 "baseline), n x1.5 while passing, then bisect to within 10%, at most max_trials "
+                                 "(max_trials + 2 for an app without a baseline); "
                                  "a 3 s one-stream warm-up per deployment not counted; traffic runs n cameras + "
                                  "the real parking-lot video, people n cameras playing the real room video",
                        "lower_bound": "<app>_<mode>_is_lower_bound: every trial passed (the search stopped at "

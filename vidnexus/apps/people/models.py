@@ -98,7 +98,7 @@ def pose_rows(raw: np.ndarray) -> list[list[float]]:
     input pixels, the last two logits) → the 33 body landmarks as ``[x, y, visibility]``, x and y
     as fractions of the square."""
     lm = np.asarray(raw, np.float32).reshape(-1, 5)[:KEYPOINTS]
-    vis = 1.0 / (1.0 + np.exp(-lm[:, 3]))
+    vis = 0.5 * (1.0 + np.tanh(lm[:, 3] / 2))  # the logistic function, without overflow for large logits
     return [[round(float(x) / SIDE, 4), round(float(y) / SIDE, 4), round(float(v), 3)]
             for x, y, v in zip(lm[:, 0], lm[:, 1], vis)]
 
