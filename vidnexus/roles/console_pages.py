@@ -218,7 +218,8 @@ class FrameTap:
 
 def draw_overlays(img: Any, rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> Any:
     """Draw a frame's rows on its image (BGR, in place): a box with its track id and colour read
-    for rows with ``x1, y1, x2, y2``; points for ``kp_read`` (x, y pairs: a pose); and a caption of
+    for rows with ``x1, y1, x2, y2`` (and the visible landmarks of its ``keypoints``, x, y,
+    visibility triples: a person's pose); points for ``kp_read`` (x, y pairs: a pose); and a caption of
     the other rows' values (HUD reads, scores, moves) along the top.
 
         >>> import numpy as np
@@ -226,6 +227,10 @@ def draw_overlays(img: Any, rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
         ...                     {"t": [{"x1": 10, "y1": 10, "x2": 40, "y2": 40, "track_id": 3}]})
         >>> int(img[10, 25].max()) > 0   # the box's top edge
         True
+        >>> img = draw_overlays(np.zeros((60, 80, 3), np.uint8), {"people_sightings": [
+        ...     {"x1": 10, "y1": 10, "x2": 40, "y2": 50, "keypoints": [25.0, 30.0, 0.9, 70.0, 5.0, 0.1]}]})
+        >>> int(img[30, 25].max()) > 0, int(img[5, 70].max())   # the visible landmark only
+        (True, 0)
     """
     import cv2
 
@@ -258,6 +263,11 @@ def draw_overlays(img: Any, rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
                 if label:
                     cv2.putText(img, label, (p1[0], max(12, p1[1] - 4)), cv2.FONT_HERSHEY_SIMPLEX, scale,
                                 colour, thick, cv2.LINE_AA)
+                pose = r.get("keypoints")  # the people app: x, y, visibility per landmark
+                if isinstance(pose, (list, tuple)):
+                    for x, y, v in zip(pose[0::3], pose[1::3], pose[2::3]):
+                        if None not in (_num(x), _num(y), _num(v)) and float(v) >= 0.5:
+                            cv2.circle(img, (int(x), int(y)), max(2, thick + 1), (255, 80, 255), -1, cv2.LINE_AA)
                 continue
             kp = r.get("kp_read")
             if isinstance(kp, (list, tuple)) and len(kp) >= 2:
