@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable
 from vidnexus.errors import ModelError
 from vidnexus.gpu_executor.preprocess import Prepare
 
-__all__ = ["ModelEntry", "RANDOM_WEIGHTS", "TASKS", "merge_entries"]
+__all__ = ["ModelEntry", "RANDOM_WEIGHTS", "TASKS", "merge_entries", "package_file"]
 
 TASKS = ("classify", "detect", "pose", "embed", "text")
 
@@ -91,3 +91,22 @@ def merge_entries(*groups: Iterable[ModelEntry]) -> tuple[ModelEntry, ...]:
             if other != e:
                 raise ModelError(f"two different models are named {e.name!r} ({other.description}; {e.description})")
     return tuple(seen.values())
+
+
+def package_file(model: str, package: str, relative: str, what: str) -> str:
+    """The file ``relative`` inside the installed ``package`` (found without importing the package:
+    one kept only for the weights it ships may lack its own dependencies), for a catalogue entry's
+    ``model_file``.
+
+    Raises:
+        ModelError: the package or the file is not there, naming ``what`` the file holds.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    for root in (list(spec.submodule_search_locations or []) if spec is not None else []):
+        path = Path(root) / relative
+        if path.is_file():
+            return str(path)
+    raise ModelError(f"model {model}: the {package} package ({what}) is not installed; "
+                     "`make bootstrap` installs it (requirements-files.lock)")

@@ -21,7 +21,6 @@ Example:
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 from pathlib import Path
 from typing import Any, Sequence
@@ -29,7 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from vidnexus.errors import ModelError
-from vidnexus.gpu_executor.catalog import ModelEntry
+from vidnexus.gpu_executor.catalog import ModelEntry, package_file
 
 __all__ = ["HUD_TEXT", "MODELS", "PACKAGE", "ctc_greedy", "text_input"]
 
@@ -42,15 +41,8 @@ REC_FILE = "models/ch_PP-OCRv4_rec_infer.onnx"
 
 
 def rec_file(_model_dir: Path | None = None) -> str:
-    """The recogniser's ONNX file inside the installed package (found without importing it)."""
-    spec = importlib.util.find_spec(PACKAGE)
-    roots = list(spec.submodule_search_locations or []) if spec is not None else []
-    for root in roots:
-        path = Path(root) / REC_FILE
-        if path.is_file():
-            return str(path)
-    raise ModelError(f"model hud_text: the {PACKAGE} package (PP-OCRv4's ONNX files) is not installed; "
-                     "`make bootstrap` installs it (requirements-files.lock)")
+    """The recogniser's ONNX file inside the installed package."""
+    return package_file("hud_text", PACKAGE, REC_FILE, "PP-OCRv4's ONNX files")
 
 
 def text_input(crop: np.ndarray) -> np.ndarray:

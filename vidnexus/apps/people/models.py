@@ -20,7 +20,6 @@ Example:
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -28,7 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from vidnexus.errors import ModelError
-from vidnexus.gpu_executor.catalog import ModelEntry
+from vidnexus.gpu_executor.catalog import ModelEntry, package_file
 
 __all__ = ["POSE_LANDMARKS", "MODELS", "KEYPOINTS", "PersonSquare", "person_square", "pose_input", "pose_rows"]
 
@@ -42,14 +41,8 @@ LANDMARK_FILE = "modules/pose_landmark/pose_landmark_full.tflite"
 
 
 def landmark_file(_model_dir: Path | None = None) -> str:
-    """The landmark model's TFLite file inside the installed package (found without importing it)."""
-    spec = importlib.util.find_spec(PACKAGE)
-    for root in (list(spec.submodule_search_locations or []) if spec is not None else []):
-        path = Path(root) / LANDMARK_FILE
-        if path.is_file():
-            return str(path)
-    raise ModelError(f"model pose_landmarks: the {PACKAGE} package (BlazePose's TFLite files) is not installed; "
-                     "`make bootstrap` installs it (requirements-files.lock)")
+    """The landmark model's TFLite file inside the installed package."""
+    return package_file("pose_landmarks", PACKAGE, LANDMARK_FILE, "BlazePose's TFLite files")
 
 
 @dataclass(frozen=True)
