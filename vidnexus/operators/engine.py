@@ -324,13 +324,18 @@ class ChainEngine:
             kept, per_item = [kept[i] for i in keep], [trimmed[i] for i in keep]
         flat = [x for xs in per_item for x in xs]
         ctx.spent(before, self.clock.now() - t0)
-        if not flat:
-            return [it for it, xs in zip(kept, per_item) if st.many and not xs]
-        if ctx.frame is not None and self.clock.wall() >= ctx.deadline:  # the executor could only drop them
-            ctx.out.reasons["late"] += sum(1 for xs in per_item if xs)
-            return [it for it, xs in zip(kept, per_item) if st.many and not xs]
-        replies = await asyncio.gather(*(self.backend.infer(m, flat, ctx.deadline - self.cpu_after_s(m.name))
-                                         for m in st.models))
+        late = bool(flat) and ctx.frame is not None and self.clock.wall() >= ctx.deadline
+        if not flat or late:
+            # Nothing to ask (or too late to: the executor could only drop them). Elements with no
+            # inputs go on as they would beside others that had some: with empty outputs.
+            if late:
+                ctx.out.reasons["late"] += sum(1 for xs in per_item if xs)
+            empty = [(it, xs) for it, xs in zip(kept, per_item) if st.many and not xs]
+            kept, per_item = [it for it, _ in empty], [xs for _, xs in empty]
+            replies: list[list[Any]] = [[] for _ in st.models]
+        else:
+            replies = list(await asyncio.gather(*(self.backend.infer(m, flat, ctx.deadline - self.cpu_after_s(m.name))
+                                                  for m in st.models)))
         t1 = self.clock.now()  # decoding and merging the replies: CPU after this stage
         for m, rs in zip(st.models, replies):
             self.fanout.ok[m.name] += sum(1 for r in rs if r.ok)

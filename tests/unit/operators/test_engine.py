@@ -169,6 +169,26 @@ def test_many_inputs_per_element_are_requested_together_in_order():
     assert eng.fanout.gamma("frames", "cls") == 3.0
 
 
+def test_an_element_with_no_inputs_goes_on_with_empty_outputs_whether_or_not_others_had_some():
+    # A frame whose elements have nothing to ask (no person in view) gets what an element with no
+    # inputs gets beside others that have some: Inferred(value, []), not its bare value.
+    from vidnexus.operators.chain import Inferred
+
+    app = App("e", slo_ms=100)
+    app.model("cls")
+    app.table("t", {"n": "UInt8", "labels": "Array(String)"})
+
+    def row(r: Inferred) -> dict:
+        assert isinstance(r, Inferred), r
+        return {"n": len(r.output), "labels": list(r.output)}
+
+    app.chain(lambda s: s.infer("cls", input=lambda f: [{"k": k} for k in range(f.frame_no % 3)], many=True)
+              .map(row).sink("t"))
+    outs = run(engine(app, ScriptedBackend()), [frame("c", n) for n in range(3)])
+    assert [o.status for o in outs] == ["ok"] * 3
+    assert [o.rows["t"][0][3:] for o in outs] == [(0, []), (1, ["cls:0"]), (2, ["cls:0", "cls:1"])]
+
+
 def test_windows_count_per_stream_and_key_then_flush():
     app2 = App("w2", slo_ms=100)
     app2.table("per_10s", {"cls": "String", "n": "UInt32"})
