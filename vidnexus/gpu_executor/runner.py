@@ -148,7 +148,8 @@ class TfliteRunner:
         detail = first.get_input_details()[0]
         self.input_index = detail["index"]
         self.input_shape = tuple(int(d) for d in detail["shape"])
-        self._by_size: dict[int, Any] = {}
+        first.allocate_tensors()  # the file's own batch: kept, not loaded a second time
+        self._by_size: dict[int, Any] = {self.input_shape[0]: first}
         self._lock = threading.Lock()
         self.batches = True
         """False once a batch came back with the wrong number of rows: inputs then run one by one."""

@@ -361,10 +361,17 @@ class MotionCounter:
 
     def apply(self, image: np.ndarray) -> list[Track]:
         """Feed the next sampled frame; returns the tracks seen in it (boxes on the resized image)."""
-        small, _ = self.resize(image)
+        return [t for t, _ in self.frame_tracks(image)]
+
+    def frame_tracks(self, image: np.ndarray) -> list[tuple[Track, tuple[int, int, int, int]]]:
+        """:meth:`apply`, each track with its box on the frame's own pixels (clipped to the frame;
+        the track keeps its box on the resized image)."""
+        small, scale = self.resize(image)
         seen = self.tracker.update(self.motion.apply(small), self._n)
         self._n += 1
-        return seen
+        h, w = image.shape[:2]
+        return [(t, (max(0, int(t.box.x1 / scale)), max(0, int(t.box.y1 / scale)),
+                     min(w, int(t.box.x2 / scale)), min(h, int(t.box.y2 / scale)))) for t in seen]
 
     def count(self) -> int:
         """Objects counted so far (tracks finished or still live)."""

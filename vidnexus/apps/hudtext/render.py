@@ -108,7 +108,7 @@ class HudTextSource:
 
     def frames(self) -> Iterator[RawFrame]:
         import cv2
-        from PIL import Image, ImageDraw, ImageFont
+        from PIL import ImageFont
 
         rng = random.Random(self.seed)
         look = self._look(rng)
@@ -138,23 +138,24 @@ class HudTextSource:
                 if rng.random() < 0.06:
                     kills = min(10 ** DIGITS["kills"] - 1, kills + 1)
                 truth = {"score": score, "kills": kills}
-                yield RawFrame(i, i / self.fps, self._draw(img, truth, look, font, boxes, Image, ImageDraw), truth,
+                yield RawFrame(i, i / self.fps, self._draw(img, truth, look, font, boxes), truth,
                                keyframe=True)
         finally:
             cap.release()
 
     @staticmethod
-    def _draw(img: np.ndarray, truth: dict[str, int], look: _Look, font: Any, boxes: dict[str, tuple[int, int, int, int]],
-              image_mod: Any, draw_mod: Any) -> np.ndarray:
+    def _draw(img: np.ndarray, truth: dict[str, int], look: _Look, font: Any,
+              boxes: dict[str, tuple[int, int, int, int]]) -> np.ndarray:
         import cv2
+        from PIL import Image, ImageDraw
 
         if look.style == "panel":
             over = img.copy()
             for x, y, w, h in boxes.values():
                 cv2.rectangle(over, (x, y), (x + w, y + h), (20, 20, 20), -1)
             img = cv2.addWeighted(over, 0.6, img, 0.4, 0)
-        pil = image_mod.fromarray(cv2.cvtColor(img, cv2.COLOR_BGR2RGB))
-        draw = draw_mod.Draw(pil)
+        pil = Image.fromarray(cv2.cvtColor(img, cv2.COLOR_BGR2RGB))
+        draw = ImageDraw.Draw(pil)
         for f, (x, y, _w, _h) in boxes.items():
             dx, dy = look.offsets[f]
             text = f"{LABELS[f]} {truth[f]:0{DIGITS[f]}d}" if f == "kills" else f"{LABELS[f]} {truth[f]}"

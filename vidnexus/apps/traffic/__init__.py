@@ -111,17 +111,13 @@ class Sighting:
 def track(f: Frame) -> list[Sighting]:
     counter = _counters.get(f.stream_id) or _counters.setdefault(f.stream_id, MotionCounter(max_center_distance=40))
     img = image_of(f)
-    seen = counter.apply(img)
-    _, scale = counter.resize(img)
+    tracks = counter.frame_tracks(img)
+    seen = [t for t, _ in tracks]
     counting = {t.track_id for t in moving_tracks(seen, counter.min_hits, counter.min_displacement)}
     lines = _line_counter(f)
     zones = _stream_zones(f)
     out = []
-    h, w = img.shape[:2]
-    for t in seen:
-        b = t.box
-        x1, y1 = max(0, int(b.x1 / scale)), max(0, int(b.y1 / scale))
-        x2, y2 = min(w, int(b.x2 / scale)), min(h, int(b.y2 / scale))
+    for t, (x1, y1, x2, y2) in tracks:
         if x2 - x1 < 4 or y2 - y1 < 4:
             continue
         crossed: tuple[str, ...] = ()

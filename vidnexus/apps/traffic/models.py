@@ -99,12 +99,7 @@ def real_crops(fps: float = REAL_FPS) -> list[tuple[float, np.ndarray, int, str]
             if pts + 1e-6 < next_t:
                 continue
             next_t += 1.0 / fps
-            _, scale = counter.resize(img)
-            h, w = img.shape[:2]
-            for t in counter.apply(img):
-                b = t.box
-                x1, y1 = max(0, int(b.x1 / scale)), max(0, int(b.y1 / scale))
-                x2, y2 = min(w, int(b.x2 / scale)), min(h, int(b.y2 / scale))
+            for t, (x1, y1, x2, y2) in counter.frame_tracks(img):
                 if x2 - x1 >= 4 and y2 - y1 >= 4:
                     seen.setdefault(t.track_id, []).append((pts, img[y1:y2, x1:x2].copy()))
                     tracks[t.track_id] = t
