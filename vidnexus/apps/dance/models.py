@@ -88,10 +88,10 @@ def train() -> tuple[Any, dict[str, Any]]:
     import torch
     import torch.nn.functional as F
 
+    torch.manual_seed(0)  # before build(): its initial weights are drawn too
     model = build()
     xs, ys = render_examples(6_000, seed=1)
     vx, vy = render_examples(1_000, seed=2)
-    torch.manual_seed(0)
     epochs, bs = 8, 64
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=2e-3, total_steps=epochs * ((len(xs) + bs - 1) // bs))

@@ -170,6 +170,7 @@ def train() -> tuple[Any, dict[str, Any]]:
     import torch
     import torch.nn.functional as F
 
+    torch.manual_seed(0)  # before build(): its initial weights are drawn too
     model = build()
     xs, ys = render_crops(3000, seed=1)
     vx, vy = render_crops(600, seed=2)
@@ -179,7 +180,6 @@ def train() -> tuple[Any, dict[str, Any]]:
         rx = np.stack([crop_input(augment(c, rng, np_rng)) for _, c, _, _ in real_train for _ in range(REAL_COPIES)])
         ry = np.array([y for _, _, y, _ in real_train for _ in range(REAL_COPIES)], np.int64)
         xs, ys = np.concatenate([xs, rx]), np.concatenate([ys, ry])
-    torch.manual_seed(0)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     fit_minibatches(model, torch.from_numpy(xs), torch.from_numpy(ys), F.cross_entropy, opt, epochs=10 if real_train else 6, batch_size=64)
     with torch.inference_mode():
