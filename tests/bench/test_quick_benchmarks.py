@@ -28,6 +28,9 @@ SUMMARY_KEYS = {
     "weg": {"speedup_5_0.9", "acc_delta_5_0.9", "speedup_random", "acc_delta_random"},
     "peers": {"vnx_over_best_peer_tightest_slo", "vnx_over_triton", "vnx_over_ray", "vnx_kafka_over_best_peer_min",
               "vnx_kafka_over_inproc_min"},
+    "peers-real": {f"{m}_{k}" for m in ("hud_text", "pose_landmarks")
+                   for k in ("vnx_over_best_peer_tightest_slo", "vnx_over_triton", "vnx_over_ray",
+                             "vnx_kafka_over_best_peer_min", "vnx_kafka_over_inproc_min")},
     "hop": {"p50_ms_1000rps_20kb", "p99_ms_1000rps_20kb", "p50_ms_100rps_20kb", "p99_ms_100rps_20kb"},
     "sink": {"server_rows_per_s", "chdb_rows_per_s", "server_store_rows_per_s", "chdb_store_rows_per_s"},
     "preprocess": {"frame_overlap_gain", "crop_overlap_gain", "overlap_gain_min", "frame_wire_over_float32",
@@ -102,6 +105,12 @@ def test_quick_run_writes_the_json(name, tmp_path):
         assert isinstance(s["all_meet_target"], bool)
         for r in doc["results"]:
             assert r["frames_accounted"] == r["frames_sent"] > 0, r
+    if name == "peers-real":  # both real models, every system measured on each, each from its package file
+        assert {(r["model"], r["system"]) for r in doc["results"]} == {
+            (m, s) for m in ("hud_text", "pose_landmarks") for s in ("vnx-inproc", "vnx-kafka", "triton", "ray-handle")}
+        assert doc["config"]["models"]["hud_text"]["image"] == [48, 320, 3]
+        assert doc["config"]["models"]["pose_landmarks"]["image"] == [256, 256, 3]
+        assert {"onnxruntime", "ai-edge-litert"} <= set(doc["machine"]["peers"])
     if name == "apps-real":  # the real-model apps: every frame accounted, both modes, no target
         s = doc["summary"]
         assert s["frames_accounted"] == s["frames_sent"] > 0

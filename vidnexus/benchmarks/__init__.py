@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, str] = {
     "runtimes": "vidnexus.benchmarks.runtimes",
     "weg": "vidnexus.benchmarks.weg_bench",
     "peers": "vidnexus.benchmarks.peers",
+    "peers-real": "vidnexus.benchmarks.peers_real",
     "sink": "vidnexus.benchmarks.sink_bench",
     "hop": "vidnexus.benchmarks.hop",
     "soak": "vidnexus.benchmarks.soak",

@@ -38,6 +38,7 @@ import tempfile
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -54,27 +55,98 @@ __all__ = ["run", "peers_python"]
 
 SHAPE = (3, 224, 224)
 IMAGE = (224, 224, 3)
-"""What every system receives: one uint8 BGR image per request."""
+"""What every system receives in the load-generator run: one uint8 BGR image per request."""
 
 
-def _image() -> Any:
-    return np.random.default_rng(0).integers(0, 256, IMAGE, dtype=np.uint8)
+@dataclass(frozen=True)
+class Workload:
+    """What one run serves and sends: the model file every system loads, the uint8 BGR image every
+    request carries, and how the serving side converts it and answers (``kind``, the harness's
+    :data:`~vidnexus.benchmarks.peers_harness.KINDS`; vidnexus: ``prepare`` on the executor's CPU
+    pool, ``postprocess`` per output row). ``catalog``: the executors serve the model by its name
+    (an app's model with packaged weights) rather than a registered copy of the file, and the
+    three-model scenario (three copies) is not run."""
+
+    key: str
+    title: str
+    kind: str
+    model_file: Path
+    image: np.ndarray
+    shape: tuple[int, ...]
+    prepare: Callable[[np.ndarray], np.ndarray]
+    postprocess: Callable[[Any], Any]
+    catalog: bool = False
+
+    def converter(self, name: str) -> Any:
+        """The executor's input conversion for the model, as the served executor gets it."""
+        from vidnexus.gpu_executor.preprocess import wire_input
+
+        return wire_input(name, self.shape, self.prepare)
+
+    def runner(self, name: str, threads: int) -> Any:
+        """A runner for one in-process copy of the model."""
+        if self.catalog:
+            from vidnexus.gpu_executor.runner import file_runner
+
+            return file_runner(name, str(self.model_file), postprocess=self.postprocess, threads=threads)
+        import torch
+
+        from vidnexus.gpu_executor.runner import TorchRunner
+
+        return TorchRunner(name, torch.jit.load(str(self.model_file)).eval(), postprocess=self.postprocess)
 
 
-def _converter(name: str) -> Any:
-    """The executor's input conversion for the model, as a ``--images rgb`` registration gets it."""
-    from vidnexus.gpu_executor.preprocess import ImageInput, wire_input
+def load_generator(data_dir: Path) -> Workload:
+    """MobileNetV3-small at 224 px with random weights, as TorchScript: measures serving, not
+    recognition (``vidnexus bench peers``)."""
+    from vidnexus.gpu_executor.preprocess import ImageInput
 
-    return wire_input(name, SHAPE, ImageInput(SHAPE, "rgb"))
+    return Workload("mobilenet_v3_small", "MobileNetV3-small 224 px TorchScript (random weights) + argmax", "argmax",
+                    make_model_file(data_dir / "bench" / "peers-mobilenet_v3_small.pt"),
+                    np.random.default_rng(0).integers(0, 256, IMAGE, dtype=np.uint8), SHAPE,
+                    ImageInput(SHAPE, "rgb"), lambda t: int(t))
+
+
+def real_workload(name: str) -> Workload:
+    """An app's model with real weights from a package (``vidnexus bench peers-real``): ``hud_text``
+    (PP-OCRv4's recogniser, ONNX) gets a 48×320 text line drawn on real footage, ``pose_landmarks``
+    (BlazePose, TFLite) a person's 256×256 square from the real room video."""
+    import cv2
+
+    from vidnexus.apps import model_catalog
+    from vidnexus.apps.spec import real_video
+
+    entry = next(m for m in model_catalog() if m.name == name)
+    assert entry.model_file is not None and entry.prepare is not None and entry.postprocess is not None
+    video = real_video("one-by-one-person-detection.mp4")
+    if video is None:
+        raise VidnexusError("one-by-one-person-detection.mp4 not found under ../shared/data/real")
+    cap = cv2.VideoCapture(str(video))
+    cap.set(cv2.CAP_PROP_POS_FRAMES, 150)
+    ok, frame = cap.read()
+    cap.release()
+    if not ok:
+        raise VidnexusError(f"cannot read a frame of {video}")
+    if name == "hud_text":
+        line = np.ascontiguousarray(frame[40:88, 100:420])
+        cv2.putText(line, "SCORE 04217", (6, 36), cv2.FONT_HERSHEY_DUPLEX, 1.1, (255, 255, 255), 2, cv2.LINE_AA)
+        image, kind = line, "text"
+    else:
+        h, w = frame.shape[:2]
+        image, kind = cv2.resize(frame[:, (w - h) // 2:(w + h) // 2], (256, 256), interpolation=cv2.INTER_AREA), "pose"
+    return Workload(name, entry.description, kind, Path(entry.model_file(Path())), image, entry.input_shape,
+                    entry.prepare, entry.postprocess, catalog=True)
+
+
 HARNESS = Path(__file__).with_name("peers_harness.py")
 INSTALL_HINT = ("the peers (nvidia-pytriton, ray[serve]) are not installed: run `bash scripts/peers-venv.sh` "
                 "(a virtualenv from Debian's /usr/bin/python3, as PyTriton's bundled Python backend needs), "
                 "or set VNX_PEERS_PYTHON to a Python that can `import pytriton, ray`")
 
 
-def peers_python() -> str:
-    """The interpreter that has the peers: $VNX_PEERS_PYTHON, else the newest complete virtualenv
-    made by scripts/peers-venv.sh (under $VNX_CACHE_DIR)."""
+def peers_python(modules: Sequence[str] = ("pytriton", "ray.serve")) -> str:
+    """The interpreter that has the peers (and ``modules``): $VNX_PEERS_PYTHON, else the newest
+    complete virtualenv made by scripts/peers-venv.sh (under $VNX_CACHE_DIR)."""
     from vidnexus.config import load_settings
 
     settings = load_settings()
@@ -83,14 +155,14 @@ def peers_python() -> str:
         cache = settings.cache_dir
         done = sorted(glob.glob(str(cache / "peers-venv-*" / ".complete")), key=os.path.getmtime)
         py = str(Path(done[-1]).parent / "bin" / "python") if done else ""
-    if not py or subprocess.run([py, "-c", "import pytriton, ray.serve"], capture_output=True).returncode != 0:
-        raise VidnexusError(INSTALL_HINT)
+    if not py or subprocess.run([py, "-c", f"import {', '.join(modules)}"], capture_output=True).returncode != 0:
+        raise VidnexusError(f"{INSTALL_HINT} (needed: {', '.join(modules)})")
     return py
 
 
 def _versions(py: str) -> dict[str, str]:
     code = ("import json, importlib.metadata as m, sys; print(json.dumps({'python': sys.version.split()[0], "
-            "**{p: m.version(p) for p in ('nvidia-pytriton', 'ray', 'torch', 'numpy')}}))")
+            "**{p: m.version(p) for p in ('nvidia-pytriton', 'ray', 'torch', 'numpy', 'onnxruntime', 'ai-edge-litert')}}))")
     out = subprocess.run([py, "-c", code], capture_output=True, text=True, check=True).stdout
     versions: dict[str, str] = json.loads(out)
     return versions
@@ -147,15 +219,16 @@ class Outcome:
 class PeerServer:
     """A peer started by the harness in the peers' interpreter; ``replay`` runs one trace."""
 
-    def __init__(self, py: str, system: str, model: Path, *, threads: int, max_batch: int, wait_s: float,
-                 copies: int, log_dir: Path) -> None:
+    def __init__(self, py: str, system: str, w: Workload, image_file: Path, *, threads: int, max_batch: int,
+                 wait_s: float, copies: int, log_dir: Path) -> None:
         self.system = system
         self.knobs = {"max_batch": max_batch, "wait_ms": round(wait_s * 1000, 3)}
         log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = log_dir / f"{system}-b{max_batch}-w{self.knobs['wait_ms']:g}.log"
+        self.log_path = log_dir / f"{w.key}-{system}-b{max_batch}-w{self.knobs['wait_ms']:g}.log"
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [py, str(HARNESS), system, "--model", str(model), "--threads", str(threads), "--max-batch",
+            [py, str(HARNESS), system, "--model", str(w.model_file), "--kind", w.kind, "--input", str(image_file),
+             "--threads", str(threads), "--max-batch",
              str(max_batch), "--wait-s", str(wait_s), "--port", str(_free_port()), "--copies", str(copies)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1,
             env=dict(os.environ, OMP_NUM_THREADS=str(threads), RAY_USAGE_STATS_ENABLED="0"))
@@ -239,18 +312,18 @@ def _measure(replay: Replay, mix: Sequence[tuple[float, float]], lo: float, hi: 
     return row
 
 
-def _vnx_inproc(runners: dict[str, Any], prof: Any, mix: Sequence[tuple[float, float]],
+def _vnx_inproc(w: Workload, runners: dict[str, Any], prof: Any, mix: Sequence[tuple[float, float]],
                 order: Order = "laxity") -> Replay:
     from vidnexus.gpu_executor.backend import SessionSpec
     from vidnexus.gpu_executor.executor import Executor
 
-    x = _image()
+    x = w.image
     names = list(runners)
 
     def replay(trace: Sequence[Arrival]) -> list[tuple[Arrival, Any]]:
         specs = [SessionSpec(f"s{k}", names[k], slo) for k, (_, slo) in enumerate(mix)]
         ex = Executor(specs, runners, {n: prof for n in names}, workers=1,
-                      preprocess={n: _converter(n) for n in names}, order=order).start()
+                      preprocess={n: w.converter(n) for n in names}, order=order).start()
         try:
             return drive(trace, lambda a: ex.submit(f"s{a.session_id}", x))
         finally:
@@ -260,10 +333,11 @@ def _vnx_inproc(runners: dict[str, Any], prof: Any, mix: Sequence[tuple[float, f
 
 
 class KafkaExecutor:
-    """A ``vidnexus executor`` process serving the model file (registered in a scratch data dir) behind
-    the Kafka broker of the current settings; ``replay`` sends requests through an ExecutorClient."""
+    """A ``vidnexus executor`` process serving the model (a copy of the file registered in a scratch
+    data dir, or an app's model by name) behind the Kafka broker of the current settings; ``replay``
+    sends requests through an ExecutorClient."""
 
-    def __init__(self, model: Path, mix_sets: Sequence[Sequence[tuple[float, float]]], threads: int,
+    def __init__(self, w: Workload, mix_sets: Sequence[Sequence[tuple[float, float]]], threads: int,
                  work: Path, copies: int) -> None:
         from vidnexus.config import Settings, load_settings
         from vidnexus.connectors.factory import open_bus
@@ -273,12 +347,13 @@ class KafkaExecutor:
         base = load_settings()
         data = work / "data"
         repo = ModelRepository(data / "models")
-        self.names = [f"peers_m{k}" for k in range(copies)]
-        for n in self.names:
+        self.image = w.image
+        self.names = [w.key] if w.catalog else [f"peers_m{k}" for k in range(copies)]
+        for n in self.names if not w.catalog else []:
             try:
                 repo.get(n)
             except Exception:
-                repo.register(ModelSpec(n, f"torchscript:{model}", SHAPE, description="vidnexus bench peers",
+                repo.register(ModelSpec(n, f"torchscript:{w.model_file}", SHAPE, description="vidnexus bench peers",
                                         images="rgb"))
         prefix = f"peers{uuid.uuid4().hex[:8]}"
         self.settings = Settings(bus="kafka", kafka_bootstrap=base.kafka_bootstrap, topic_prefix=prefix, data_dir=data)
@@ -289,7 +364,7 @@ class KafkaExecutor:
             args += ["-s", f"{n}:{slo * 1000:g}"]
         env = dict(os.environ, VNX_BUS="kafka", VNX_KAFKA_BOOTSTRAP=base.kafka_bootstrap, VNX_TOPIC_PREFIX=prefix,
                    VNX_DATA_DIR=str(data), VNX_WORK_DIR=str(work))
-        self.log_path = work / "vnx-kafka-executor.log"
+        self.log_path = work / f"{w.key}-vnx-kafka-executor.log"
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         assert self.proc.stderr is not None
@@ -316,7 +391,7 @@ class KafkaExecutor:
         from vidnexus.clock import wall_time
         from vidnexus.contracts.sessions import SessionKey
 
-        x = _image()
+        x = self.image
         sids = [str(SessionKey(self.names[k], slo * 1000)) for k, (_, slo) in enumerate(mix)]
         slos = [slo for _, slo in mix]
 
@@ -347,41 +422,53 @@ class KafkaExecutor:
         self._log.close()
 
 
-def run(quick: bool, console: Any) -> dict[str, Any]:
-    import torch
+MIDDLE = (8, 0.005)
+"""The peers' middle knob setting (max batch, wait): the only one in quick runs, for ray-http, and
+for the uniform and three-model scenarios."""
+
+
+def _grids(quick: bool) -> tuple[list[str], dict[str, list[tuple[int, float]]]]:
+    """The peers measured and each one's knob grid (max batch × wait). On this CPU a batch costs about
+    its size times batch 1 (little batching gain), so the knobs trade queueing against per-request
+    overhead; ray-http is the ray-handle deployment behind Ray's HTTP proxy and gets the middle
+    setting only (time)."""
+    grid = [MIDDLE] if quick else [(4, 0.002), MIDDLE, (16, 0.010)]
+    systems = ["triton", "ray-handle"] if quick else ["triton", "ray-handle", "ray-http"]
+    return systems, {"triton": grid, "ray-handle": grid, "ray-http": [MIDDLE]}
+
+
+def _multi_mix() -> list[tuple[float, float]]:
+    """Three models with SLOs 50/100/200 ms at Zipf-0.9 shares (1 : 0.54 : 0.37, normalized)."""
+    multi = [(1.0, 0.050), (0.54, 0.100), (0.37, 0.200)]
+    tot = sum(share for share, _ in multi)
+    return [(share / tot, slo) for share, slo in multi]
+
+
+def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: Path, systems: Sequence[str],
+                     multi: bool, threads: int = 1) -> dict[str, Any]:
+    """Every system on ``w``'s scenarios: Poisson at each SLO, uniform at the tightest (full runs),
+    and the three-model mix when ``multi``. Returns ``results`` (every measurement), ``best`` (per
+    system, scenario and SLO, over each peer's knobs), ``summary`` (the ratios), ``profile`` and
+    ``config`` (what was measured how)."""
+    from rich.markup import escape
     from rich.table import Table
 
-    from vidnexus.config import load_settings
     from vidnexus.gpu_executor.profiler import profile_runner
-    from vidnexus.gpu_executor.runner import TorchRunner
 
-    t_start = time.perf_counter()
-    py = peers_python()
-    versions = _versions(py)
-    threads = 1
-    torch.set_num_threads(threads)
-    settings = load_settings()
-    work = Path(tempfile.mkdtemp(prefix="peers-", dir=settings.work_dir if settings.work_dir.exists() else None))
-    model = make_model_file(settings.data_dir / "bench" / "peers-mobilenet_v3_small.pt")
+    _, grids = _grids(quick)
     slos = (0.100,) if quick else (0.050, 0.100, 0.200)
-    # Each peer's knob grid (max batch × wait). On this CPU a batch costs about its size times batch 1
-    # (no batching gain), so the knobs trade queueing against per-request overhead; ray-http is the
-    # ray-handle deployment behind Ray's HTTP proxy and gets the middle setting only (time).
-    middle = (8, 0.005)
-    grid = [middle] if quick else [(4, 0.002), middle, (16, 0.010)]
-    grids = {"triton": grid, "ray-handle": grid, "ray-http": [middle]}
-    base_s, min_req, tol = (2.0, 100, 0.15) if quick else (3.0, 200, 0.06)
-    systems = ["triton", "ray-handle"] if quick else ["triton", "ray-handle", "ray-http"]
+    # Quick (the test suite's smoke run): short, coarse probes, a check that every path works, not a figure.
+    base_s, min_req, tol = (1.0, 60, 0.25) if quick else (3.0, 200, 0.06)
     uniform = not quick  # also a uniform (evenly spaced) trace at the tightest SLO
-    multi = [(1.0, 0.050), (0.54, 0.100), (0.37, 0.200)]  # Zipf-0.9 shares (normalized below), per-model SLOs
-    tot = sum(s for s, _ in multi)
-    multi = [(s / tot, slo) for s, slo in multi]
+    mix3 = _multi_mix()
+    image_file = work / f"{w.key}-image.npy"
+    np.save(image_file, w.image)
 
-    runner = TorchRunner("m", torch.jit.load(str(model)).eval(), postprocess=lambda t: int(t))
-    x = np.random.default_rng(0).random(SHAPE, dtype=np.float32)
+    runner = w.runner("m", threads)
+    x = w.converter("m")(w.image)
     prof, _ = profile_runner(runner, lambda: x, [1, 2, 4, 8, 16, 32], repeats=3, warmup=2)
-    console.print(f"model: MobileNetV3-small 224 px TorchScript, {threads} torch thread; "
-                  f"batch 1 {prof.latency(1) * 1000:.1f} ms, batch 32 {prof.latency(32) * 1000:.1f} ms")
+    console.print(f"model: {escape(w.title)}, {threads} thread; batch 1 {prof.latency(1) * 1000:.1f} ms, "
+                  f"batch 32 {prof.latency(32) * 1000:.1f} ms")
     results: list[dict[str, Any]] = []
 
     def measure(system: str, scenario: str, replay: Replay, mix: Sequence[tuple[float, float]],
@@ -392,8 +479,8 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         t_sat = prof.throughput(max(1, prof.max_batch_within(tight_slo / 2)))
         row = _measure(replay, mix, 0.05 * t_sat, 1.3 * t_sat, base_s=base_s, min_requests=min_req, tol=tol,
                        seed=11 if len(mix) == 1 else 13, kind=kind)
-        entry = {"system": system, "scenario": scenario, "slo_ms": round(mix[0][1] * 1000) if len(mix) == 1 else None,
-                 "knobs": knobs or {}, **row}
+        entry = {"model": w.key, "system": system, "scenario": scenario,
+                 "slo_ms": round(mix[0][1] * 1000) if len(mix) == 1 else None, "knobs": knobs or {}, **row}
         results.append(entry)
         console.print(f"  {system:10s} {scenario:6s} SLO {entry['slo_ms'] or 'mixed'!s:>5} {json.dumps(entry['knobs']):34s} "
                       f"goodput {row['goodput']:7.1f} req/s  p50 {row.get('p50_ms')} p99 {row.get('p99_ms')} ms")
@@ -417,27 +504,26 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
             measure(system, "uniform", replay_for(tight), tight, knobs, kind="uniform")
 
     # vidnexus in-process: one session per SLO, one worker thread (the duty cycle), no knobs.
-    singles("vnx-inproc", lambda mix: _vnx_inproc({"m": runner}, prof, mix))
-    if not quick:
-        three = {f"m{k}": TorchRunner(f"m{k}", torch.jit.load(str(model)).eval(), postprocess=lambda t: int(t))
-                 for k in range(len(multi))}
+    singles("vnx-inproc", lambda mix: _vnx_inproc(w, {"m": runner}, prof, mix))
+    if multi:
+        three = {f"m{k}": w.runner(f"m{k}", threads) for k in range(len(mix3))}
         for warm in three.values():
             warm([x] * 32)
             warm([x])
-        measure("vnx-inproc", "multi", _vnx_inproc(three, prof, multi), multi)
+        measure("vnx-inproc", "multi", _vnx_inproc(w, three, prof, mix3), mix3)
         # The same executor with Nexus's round-robin duty cycle instead of least laxity first (the
         # reason the default differs from the paper; not a peer, not in the summary's ratios).
-        measure("vnx-inproc-rr", "multi", _vnx_inproc(three, prof, multi, order="round_robin"), multi)
+        measure("vnx-inproc-rr", "multi", _vnx_inproc(w, three, prof, mix3, order="round_robin"), mix3)
 
     # vidnexus behind Kafka.
-    kx = KafkaExecutor(model, [[(1.0, s)] for s in slos] + ([multi] if not quick else []), threads, work,
-                       copies=1 if quick else len(multi))
+    kx = KafkaExecutor(w, [[(1.0, s)] for s in slos] + ([mix3] if multi else []), threads, work,
+                       copies=len(mix3) if multi else 1)
     try:
-        warm_mix = [(1.0, max(slos))] if quick else multi
+        warm_mix = mix3 if multi else [(1.0, max(slos))]
         warm_up(kx.replayer(warm_mix), warm_mix)
         singles("vnx-kafka", kx.replayer)
-        if not quick:
-            measure("vnx-kafka", "multi", kx.replayer(multi), multi)
+        if multi:
+            measure("vnx-kafka", "multi", kx.replayer(mix3), mix3)
     finally:
         kx.close()
 
@@ -445,16 +531,16 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     for system in systems:
         for max_batch, wait_s in grids[system]:
             def server(copies: int) -> PeerServer:
-                return PeerServer(py, system, model, threads=threads, max_batch=max_batch, wait_s=wait_s,
+                return PeerServer(py, system, w, image_file, threads=threads, max_batch=max_batch, wait_s=wait_s,
                                   copies=copies, log_dir=work / "logs")
 
             with server(1) as srv:
                 warm_up(srv.replay, [(1.0, max(slos))])
-                singles(system, lambda mix: srv.replay, srv.knobs, uniform and (max_batch, wait_s) == middle)
-            if not quick:
-                with server(len(multi)) as srv:
-                    warm_up(srv.replay, multi)
-                    measure(system, "multi", srv.replay, multi, srv.knobs)
+                singles(system, lambda mix: srv.replay, srv.knobs, uniform and (max_batch, wait_s) == MIDDLE)
+            if multi:
+                with server(len(mix3)) as srv:
+                    warm_up(srv.replay, mix3)
+                    measure(system, "multi", srv.replay, mix3, srv.knobs)
 
     # Best per (system, scenario, SLO) over its knobs.
     best: dict[tuple[str, str, Any], dict[str, Any]] = {}
@@ -463,7 +549,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         if key not in best or r["goodput"] > best[key]["goodput"]:
             best[key] = r
     table = Table("system", "scenario", "SLO ms", "best knobs", "goodput req/s", "p50 ms", "p99 ms", "vnx-inproc over it",
-                  title="goodput within SLO (≥ 99% answered in time), best of each peer's knob grid")
+                  title=f"{w.key}: goodput within SLO (≥ 99% answered in time), best of each peer's knob grid")
     for (system, scenario, slo), r in sorted(best.items(), key=lambda kv: (kv[0][1], kv[0][2] or 0, kv[0][0])):
         ref = best.get(("vnx-inproc", scenario, slo))
         ratio = round(ref["goodput"] / r["goodput"], 2) if ref and r["goodput"] > 0 else None
@@ -500,25 +586,45 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     summary["vnx_kafka_over_inproc_min"] = min(vs_inproc.values(), default=None)
     summary["vnx_kafka_over_best_peer_by_cell"] = vs_peer
     summary["vnx_kafka_over_inproc_by_cell"] = vs_inproc
-    if not quick:
+    if multi:
         mb = {s: best.get((s, "multi", None), {}).get("goodput") for s in ["vnx-inproc", "vnx-kafka", *systems]}
         peer_best = max((v for k, v in mb.items() if not k.startswith("vnx") and v), default=0)
         summary["multi_vnx_over_best_peer"] = round(mb["vnx-inproc"] / peer_best, 3) if peer_best and mb["vnx-inproc"] else None
         rr = best.get(("vnx-inproc-rr", "multi", None), {}).get("goodput")
         summary["multi_laxity_over_round_robin"] = round(mb["vnx-inproc"] / rr, 3) if rr and mb["vnx-inproc"] else None
-    console.print(f"summary: {summary}  ({time.perf_counter() - t_start:.0f} s)")
+    config = {"model": w.title, "threads_per_server": threads,
+              "image": list(w.image.shape), "slos_ms": [round(s * 1000) for s in slos],
+              "knob_grid": {k: [{"max_batch": b, "wait_ms": wt * 1000} for b, wt in g] for k, g in grids.items()
+                            if k in systems},
+              "probe_seconds": base_s, "min_requests_per_probe": min_req, "bisection_tol": tol,
+              "warm_up": {"seconds": warm_s, "rate": round(warm_rate, 1),
+                          "note": "every server (vnx-kafka's executor and broker, each peer's server) "
+                                  "before its first probe; vnx-inproc builds a new executor per probe"},
+              "arrivals": "poisson" + ("; uniform at the tightest SLO (peers: middle knobs)" if uniform else ""),
+              "profile": prof.to_dict()}
+    if multi:
+        config["multi"] = [{"share": round(sh, 3), "slo_ms": round(slo * 1000)} for sh, slo in mix3]
+    return {"results": results, "best": [v for _, v in sorted(best.items(), key=lambda kv: str(kv[0]))],
+            "summary": summary, "config": config}
+
+
+def run(quick: bool, console: Any) -> dict[str, Any]:
+    import torch
+
+    from vidnexus.config import load_settings
+
+    t_start = time.perf_counter()
+    py = peers_python()
+    versions = _versions(py)
+    threads = 1
+    torch.set_num_threads(threads)
+    settings = load_settings()
+    work = Path(tempfile.mkdtemp(prefix="peers-", dir=settings.work_dir if settings.work_dir.exists() else None))
+    systems, _ = _grids(quick)
+    out = measure_workload(load_generator(settings.data_dir), quick=quick, console=console, py=py, work=work,
+                           systems=systems, multi=not quick, threads=threads)
+    console.print(f"summary: {out['summary']}  ({time.perf_counter() - t_start:.0f} s)")
     shutil.rmtree(work / "data", ignore_errors=True)
     return {"name": "peers", "machine": {**machine_info(), "peers": versions},
-            "config": {"quick": quick, "model": "mobilenet_v3_small 3x224x224 TorchScript (random weights) + argmax",
-                       "torch_threads_per_server": threads, "slos_ms": [round(s * 1000) for s in slos],
-                       "knob_grid": {k: [{"max_batch": b, "wait_ms": w * 1000} for b, w in g] for k, g in grids.items()
-                                     if k in systems},
-                       "multi": [{"share": round(s, 3), "slo_ms": round(slo * 1000)} for s, slo in multi],
-                       "probe_seconds": base_s, "min_requests_per_probe": min_req, "bisection_tol": tol,
-                       "warm_up": {"seconds": warm_s, "rate": round(warm_rate, 1),
-                                   "note": "every server (vnx-kafka's executor and broker, each peer's server) "
-                                           "before its first probe; vnx-inproc builds a new executor per probe"},
-                       "arrivals": "poisson" + ("; uniform at the tightest SLO (peers: middle knobs)" if uniform else ""),
-                       "profile": prof.to_dict(), "logs": str(work / "logs")},
-            "results": results, "best": [v for _, v in sorted(best.items(), key=lambda kv: str(kv[0]))],
-            "summary": summary}
+            "config": {"quick": quick, **out["config"], "logs": str(work / "logs")},
+            "results": out["results"], "best": out["best"], "summary": out["summary"]}

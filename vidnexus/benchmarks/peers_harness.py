@@ -1,10 +1,10 @@
-"""Peer side of ``vidnexus bench peers``: serves one TorchScript model with NVIDIA Triton (PyTriton) or
-Ray Serve and replays open-loop arrival traces against it. Run by the peers' own interpreter (see
-``scripts/peers-venv.sh``), never imported by vidnexus itself: it needs only the standard library,
-numpy, torch and the peer.
+"""Peer side of ``vidnexus bench peers`` and ``peers-real``: serves one model file with NVIDIA Triton
+(PyTriton) or Ray Serve and replays open-loop arrival traces against it. Run by the peers' own
+interpreter (see ``scripts/peers-venv.sh``), never imported by vidnexus itself: it needs only the
+standard library, numpy, the model's runtime (torch, onnxruntime or LiteRT) and the peer.
 
-Protocol: the driver starts ``python peers_harness.py SYSTEM --model F --threads T --max-batch B
---wait-s W --port P --copies N``
+Protocol: the driver starts ``python peers_harness.py SYSTEM --model F --kind K --input X.npy
+--threads T --max-batch B --wait-s W --port P --copies N``
 (N separately loaded copies of the model, ``m0`` … ``m<N-1>``, each with its own batcher); the harness prints ``ready`` once the server answers, then reads one JSON line
 per probe from stdin, ``{"times": [arrival offsets in s], "models": [model index per arrival]}``,
 sends one request per arrival at its time to model ``m<index>`` without waiting for replies, and prints ``{"lat": [...], "err": [...]}`` (client-side
@@ -14,9 +14,12 @@ Systems: ``triton`` (PyTriton's dynamic batcher, gRPC asyncio client), ``ray-han
 (``@serve.batch`` through a DeploymentHandle), ``ray-http`` (the same deployment through Ray's HTTP
 proxy, raw bytes in the body).
 
-Every system receives the same uint8 image (224×224×3, BGR, 150 KB) and converts it on the serving
-side (channel flip, C×H×W, float32 in [0, 1]: :func:`_to_tensor`, the conversion the vidnexus
-executor runs on its CPU pool for a model registered with ``--images rgb``).
+Every request carries the same uint8 BGR image (``--input``, the one the vidnexus systems get) and
+the serving side converts it and answers as the vidnexus executor does for that model (``--kind``,
+:data:`KINDS`): ``argmax`` — the TorchScript load generator (MobileNetV3-small ending in argmax):
+RGB, C×H×W float32 in [0, 1], the class index; ``text`` — PP-OCRv4's recogniser (ONNX): a 48-high
+text line, RGB, C×H×W scaled to [-1, 1], the CTC-decoded text; ``pose`` — BlazePose's landmarks
+(TFLite): RGB, H×W×C in [0, 1], the 33 ``[x, y, visibility]``.
 """
 
 from __future__ import annotations
@@ -29,31 +32,86 @@ import sys
 import time
 from typing import Any, Awaitable, Callable, cast
 
-SHAPE = (3, 224, 224)
-IMAGE = (224, 224, 3)
-"""What every client sends: a uint8 BGR image."""
+KINDS = ("argmax", "text", "pose")
 
 
-def _to_tensor(xs: Any) -> Any:
-    """uint8 BGR images (N×H×W×3) → the model's float32 N×3×H×W RGB in [0, 1]."""
+def _convert(kind: str, xs: Any) -> Any:
+    """uint8 BGR images (N×H×W×3) → the model's float32 batch (see the module's doc)."""
     import numpy as np
 
-    return np.ascontiguousarray(xs[..., ::-1].transpose(0, 3, 1, 2)).astype(np.float32) / np.float32(255)
+    rgb = xs[..., ::-1]
+    if kind == "pose":
+        return np.ascontiguousarray(rgb).astype(np.float32) / np.float32(255)
+    chw = np.ascontiguousarray(rgb.transpose(0, 3, 1, 2)).astype(np.float32)
+    if kind == "text":
+        return chw * np.float32(2 / 255) - np.float32(1)
+    return chw / np.float32(255)
 
 
-def _load(path: str, threads: int) -> Any:
-    import torch
+class Served:
+    """One loaded copy of the model file: ``__call__`` takes the requests' uint8 images and returns
+    one answer per request."""
 
-    torch.set_num_threads(threads)
-    m = torch.jit.load(path).eval()
-    return m
+    def __init__(self, path: str, kind: str, threads: int) -> None:
+        self.kind = kind
+        self.chars: list[str] = []
+        if path.endswith(".onnx"):
+            import onnxruntime as ort
 
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = threads
+            opts.log_severity_level = 3
+            sess = ort.InferenceSession(path, sess_options=opts, providers=["CPUExecutionProvider"])
+            name = sess.get_inputs()[0].name
+            self.forward: Callable[[Any], Any] = lambda xs: sess.run(None, {name: xs})[0]
+            if kind == "text":  # PP-OCR's table: the CTC blank, the file's characters, a space
+                self.chars = ["", *sess.get_modelmeta().custom_metadata_map["character"].splitlines(), " "]
+        elif path.endswith(".tflite"):
+            from ai_edge_litert.interpreter import Interpreter
 
-def _forward(model: Any, xs: Any) -> Any:
-    import torch
+            by_size: dict[int, Any] = {}
 
-    with torch.inference_mode():
-        return model(torch.from_numpy(xs)).numpy()
+            def forward(xs: Any) -> Any:  # one interpreter per batch size, the input resized to it
+                it = by_size.get(len(xs))
+                if it is None:
+                    it = Interpreter(model_path=path, num_threads=threads)
+                    d = it.get_input_details()[0]
+                    it.resize_tensor_input(d["index"], [len(xs), *d["shape"][1:]])
+                    it.allocate_tensors()
+                    by_size[len(xs)] = it
+                it.set_tensor(it.get_input_details()[0]["index"], xs)
+                it.invoke()
+                return it.get_tensor(it.get_output_details()[0]["index"])
+            self.forward = forward
+        else:
+            import torch
+
+            torch.set_num_threads(threads)
+            module = torch.jit.load(path).eval()
+
+            def forward_torch(xs: Any) -> Any:
+                with torch.inference_mode():
+                    return module(torch.from_numpy(xs)).numpy()
+            self.forward = forward_torch
+
+    def __call__(self, images: Any) -> list[Any]:
+        import numpy as np
+
+        out = self.forward(_convert(self.kind, images))
+        if len(out) != len(images):
+            raise RuntimeError(f"the model gave {len(out)} rows for a batch of {len(images)}")
+        if self.kind == "text":  # greedy CTC: best class per step, repeats and blanks removed
+            answers: list[Any] = []
+            for row in out:
+                best = row.argmax(-1)
+                keep = (best != 0) & np.concatenate(([True], best[1:] != best[:-1]))
+                answers.append("".join(self.chars[i] for i in best[keep]))
+            return answers
+        if self.kind == "pose":  # 39 × (x, y, z, visibility, presence): the 33 body landmarks
+            lm = out.reshape(len(out), -1, 5)[:, :33]
+            vis = 1 / (1 + np.exp(-lm[..., 3]))
+            return [np.stack([r[:, 0] / 256, r[:, 1] / 256, v], 1).tolist() for r, v in zip(lm, vis)]
+        return [int(v) for v in out]
 
 
 async def _replay(times: list[float], models: list[int],
@@ -111,18 +169,27 @@ def run_triton(a: argparse.Namespace) -> None:
     from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
     from pytriton.triton import Triton, TritonConfig
 
-    def infer_fn(model: Any) -> Callable[..., dict[str, Any]]:
+    x = np.load(a.input)[None]
+    # The answer as a Triton tensor per request: the class index, the text as bytes, the landmarks.
+    answers: dict[str, tuple[Any, tuple[int, ...], Callable[[list[Any]], Any]]] = {
+        "argmax": (np.int64, (1,), lambda ys: np.asarray(ys, np.int64).reshape(-1, 1)),
+        "text": (np.bytes_, (1,), lambda ys: np.array([[y.encode()] for y in ys], dtype=np.object_)),
+        "pose": (np.float32, (33, 3), lambda ys: np.asarray(ys, np.float32)),
+    }
+    dtype, shape, pack = answers[a.kind]
+
+    def infer_fn(model: Served) -> Callable[..., dict[str, Any]]:
         @batch  # type: ignore[untyped-decorator]  # pytriton lives in the peers venv: untyped here
         def infer(x: Any) -> dict[str, Any]:
-            return {"y": _forward(model, _to_tensor(x)).astype(np.int64).reshape(-1, 1)}
+            return {"y": pack(model(x))}
         return cast("Callable[..., dict[str, Any]]", infer)  # @batch keeps the call signature
 
     cfg = TritonConfig(http_port=a.port, grpc_port=a.port + 1, metrics_port=a.port + 2, log_verbose=0)
     with Triton(config=cfg) as triton:
         for k in range(a.copies):
-            triton.bind(model_name=f"m{k}", infer_func=infer_fn(_load(a.model, a.threads)),
-                        inputs=[Tensor(name="x", dtype=np.uint8, shape=IMAGE)],
-                        outputs=[Tensor(name="y", dtype=np.int64, shape=(1,))],
+            triton.bind(model_name=f"m{k}", infer_func=infer_fn(Served(a.model, a.kind, a.threads)),
+                        inputs=[Tensor(name="x", dtype=np.uint8, shape=x.shape[1:])],
+                        outputs=[Tensor(name="y", dtype=dtype, shape=shape)],
                         config=ModelConfig(max_batch_size=a.max_batch,
                                            batcher=DynamicBatcher(max_queue_delay_microseconds=int(a.wait_s * 1e6))),
                         strict=False)
@@ -130,7 +197,6 @@ def run_triton(a: argparse.Namespace) -> None:
         from tritonclient.grpc.aio import InferenceServerClient, InferInput
 
         loop = asyncio.new_event_loop()
-        x = np.random.default_rng(0).integers(0, 256, (1, *IMAGE), dtype=np.uint8)
 
         async def connect() -> Any:  # the aio channel belongs to the loop it is made on
             return InferenceServerClient(f"127.0.0.1:{a.port + 1}")
@@ -156,28 +222,29 @@ def run_ray(a: argparse.Namespace, http: bool) -> None:
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     serve.start(http_options={"host": "127.0.0.1", "port": a.port}, logging_config={"log_level": "ERROR"})
 
+    x = np.load(a.input)
+
     @serve.deployment(num_replicas=1, max_ongoing_requests=max(64, 4 * a.max_batch),
                       ray_actor_options={"num_cpus": 0})
     class Model:
-        def __init__(self, path: str, threads: int, max_batch: int, wait_s: float) -> None:
-            self.model = _load(path, threads)
+        def __init__(self, path: str, kind: str, threads: int, max_batch: int, wait_s: float) -> None:
+            self.model = Served(path, kind, threads)
             self.infer.set_max_batch_size(max_batch)
             self.infer.set_batch_wait_timeout_s(wait_s)
 
         # ray lives in the peers venv: untyped here.
         @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.01)  # type: ignore[untyped-decorator]
-        async def infer(self, xs: list[Any]) -> list[int]:
-            return [int(v) for v in _forward(self.model, _to_tensor(np.stack(xs)))]
+        async def infer(self, xs: list[Any]) -> list[Any]:
+            return self.model(np.stack(xs))
 
-        async def __call__(self, request: Any) -> dict[str, int]:
+        async def __call__(self, request: Any) -> dict[str, Any]:
             body = await request.body()
-            return {"y": await self.infer(np.frombuffer(body, dtype=np.uint8).reshape(IMAGE))}
+            return {"y": await self.infer(np.frombuffer(body, dtype=np.uint8).reshape(x.shape))}
 
     deployment: Any = Model  # serve.deployment made it a Deployment (ray is in the peers venv: untyped here)
-    handles = [serve.run(deployment.bind(a.model, a.threads, a.max_batch, a.wait_s), name=f"m{k}",
+    handles = [serve.run(deployment.bind(a.model, a.kind, a.threads, a.max_batch, a.wait_s), name=f"m{k}",
                          route_prefix=f"/m{k}")
                for k in range(a.copies)]
-    x = np.random.default_rng(0).integers(0, 256, IMAGE, dtype=np.uint8)
     loop = asyncio.new_event_loop()
     if http:
         import aiohttp
@@ -211,7 +278,9 @@ def run_ray(a: argparse.Namespace, http: bool) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("system", choices=["triton", "ray-handle", "ray-http"])
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", required=True, help="the model file: .pt (TorchScript), .onnx or .tflite")
+    p.add_argument("--kind", choices=KINDS, default="argmax", help="how requests are converted and answered")
+    p.add_argument("--input", required=True, help="the uint8 BGR image every request carries (.npy)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--max-batch", type=int, default=8)
     p.add_argument("--wait-s", type=float, default=0.005)

@@ -236,9 +236,9 @@ def models_profile(
 @app.command()
 def bench(
     name: str = typer.Argument(..., help=("Benchmark: drop-policies, prefix, multiplex, scheduler, cluster, latency-split, ingest, runtimes, weg, "
-                                         "preprocess, hop, sink, soak, apps, apps-real or peers (runtimes, hop, sink, soak and apps need the broker, sink, soak and apps also "
-                                         "the server: "
-                                         "vidnexus services up; peers needs scripts/peers-venv.sh)")),
+                                         "preprocess, hop, sink, soak, apps, apps-real, peers or peers-real (runtimes, hop, sink, soak, apps and peers need "
+                                         "the broker, sink, soak and apps also the server: "
+                                         "vidnexus services up; peers and peers-real need scripts/peers-venv.sh)")),
     quick: bool = typer.Option(False, help="A reduced run (a few minutes) that checks the benchmark works."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON result here."),
 ) -> None:

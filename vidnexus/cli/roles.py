@@ -235,7 +235,8 @@ def executor(
     order: str = typer.Option("laxity", help="Which session's batch runs next: laxity (the one whose head "
                               "request must start soonest) or round-robin (Nexus's duty cycle)."),
     weights: list[str] = typer.Option([], help="MODEL=PATH of a local state_dict with real weights."),
-    threads: int = typer.Option(0, min=0, help="torch intra-op threads (0 = torch default)."),
+    threads: int = typer.Option(0, min=0, help="Compute threads: torch's intra-op threads, and a model file's "
+                                "runtime threads (onnxruntime, LiteRT) (0 = each one's default)."),
     executor_id: Optional[str] = typer.Option(None, "--id", help="Executor id in stats and plans (default host-pid)."),
     stats_every: float = typer.Option(5.0, callback=finite, min=0.2, help="Seconds between stats reports."),
 ) -> None:
@@ -281,7 +282,8 @@ def executor(
     bus = open_bus(cfg)
     role = ExecutorRole(cfg, sessions, bus=bus, device=device, policy=policy,  # type: ignore[arg-type]
                         load=repository_loader(cfg, device, wmap,
-                                                          lambda line: err_console.print(f"executor: {line}", markup=False)),
+                                                          lambda line: err_console.print(f"executor: {line}", markup=False),
+                                                          threads=threads),
                         executor_id=executor_id, stats_every_s=stats_every,
                         metrics=ExecutorMetrics(registry), order=order.replace("-", "_"))  # type: ignore[arg-type]
     role.on_summary = _print_summary

@@ -39,12 +39,14 @@ def profile_schedule(one_s: float) -> tuple[tuple[int, ...], int, int]:
     return SLOW_SIZES, 1, 2
 
 
-def build_runner(repo: Any, model: str, device: str, weights: Path | None) -> Any:
+def build_runner(repo: Any, model: str, device: str, weights: Path | None, threads: int = 0) -> Any:
     """A runner for a model of ``repo`` (a :class:`~vidnexus.gpu_executor.repository.ModelRepository`):
     a TorchRunner (real weights from a local state_dict file when given), or a runner for a model
     file (a registered ONNX file, or a catalogue entry's packaged ONNX or TFLite file:
     :func:`~vidnexus.gpu_executor.runner.file_runner`); a catalogue entry's ``postprocess``
-    turns each output row into the reply's value."""
+    turns each output row into the reply's value. ``threads``: a model file's runtime threads
+    (onnxruntime's intra-op, LiteRT's; 0: the runtime's default), as ``vidnexus executor --threads``
+    gives torch's."""
     from dataclasses import replace
 
     from vidnexus.gpu_executor.runner import TorchRunner
@@ -56,7 +58,7 @@ def build_runner(repo: Any, model: str, device: str, weights: Path | None) -> An
     if path is not None:
         from vidnexus.gpu_executor.runner import file_runner
 
-        return file_runner(model, path, device, postprocess=own or (lambda t: t.tolist())), spec
+        return file_runner(model, path, device, postprocess=own or (lambda t: t.tolist()), threads=threads), spec
     if weights is not None:
         spec = replace(spec, weights=str(weights))
     module = repo.load(spec, device)
@@ -70,7 +72,7 @@ def prepare_models(
     settings: Settings, models: list[str], device: str = "cpu", weights: dict[str, Path] | None = None,
     loaders: dict[str, Callable[[Settings], Any]] | None = None,
     shapes: dict[str, tuple[int, ...]] | None = None, *, repo: Any,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None, threads: int = 0,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Runners and profiles for ``models``, every batch size warmed up.
 
@@ -79,7 +81,8 @@ def prepare_models(
     ``loaders[name]`` (a function returning a torch module, with its input shape in
     ``shapes[name]``). Profiles are measured once per (model, device) and cached under the data
     directory, keyed by what changes them (:func:`~vidnexus.gpu_executor.profiler.profile_env`).
-    ``progress`` receives one line per step (loading, profiling with an estimate, warming, ready)."""
+    ``progress`` receives one line per step (loading, profiling with an estimate, warming, ready);
+    ``threads``: a model file's runtime threads (:func:`build_runner`)."""
     import time
 
     import numpy as np
@@ -99,7 +102,7 @@ def prepare_models(
             runners[name] = TorchRunner(name, module, device, postprocess=lambda t: t.tolist())
             shape = (shapes or {})[name]
         else:
-            runners[name], spec = build_runner(repo, name, device, (weights or {}).get(name))
+            runners[name], spec = build_runner(repo, name, device, (weights or {}).get(name), threads)
             shape, version = spec.input_shape, spec.version
         x = np.zeros(shape, np.float32)
         t1 = time.perf_counter()

@@ -191,12 +191,13 @@ class TfliteRunner:
         return out
 
 
-def file_runner(name: str, path: str, device: str = "cpu", postprocess: Callable[[Any], Any] | None = None) -> Any:
+def file_runner(name: str, path: str, device: str = "cpu", postprocess: Callable[[Any], Any] | None = None,
+                threads: int = 0) -> Any:
     """The runner for a model file: ``.tflite`` → :class:`TfliteRunner`, anything else (``.onnx``)
-    → :class:`OnnxRunner`."""
+    → :class:`OnnxRunner`; ``threads`` its runtime's threads (0: the runtime's default)."""
     if str(path).endswith(".tflite"):
-        return TfliteRunner(name, path, device, postprocess=postprocess)
-    return OnnxRunner(name, path, device, postprocess=postprocess)
+        return TfliteRunner(name, path, device, postprocess=postprocess, threads=threads)
+    return OnnxRunner(name, path, device, postprocess=postprocess, threads=threads)
 
 
 def model_bytes(runner: Any) -> int:
