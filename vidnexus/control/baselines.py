@@ -16,7 +16,7 @@ import math
 from typing import Mapping, Sequence
 
 from vidnexus.contracts.profile import Profile
-from vidnexus.control.packing import EPS, Item, latency_table, saturated_batch
+from vidnexus.control.packing import EPS, Item, latency_table, least_cycle, saturated_batch
 from vidnexus.control.squishy import Allocation, Node, Plan, SessionLoad, split
 
 __all__ = ["batch_oblivious", "exact_plan", "best_duty_cycle"]
@@ -58,23 +58,13 @@ def batch_oblivious(sessions: Sequence[SessionLoad], profiles: Mapping[str, Prof
 
 def best_duty_cycle(items: Sequence[Item], memory_capacity: float = math.inf) -> Node | None:
     """The node of least occupancy for these residual items on one device, or None if they do not
-    fit. Only the points where some batch grows (d = k/r_i) and the longest cycle every SLO allows
-    need trying: in between, the busy time is constant and the SLOs only tighten as d grows."""
-    if sum({x.model: x.mem for x in items}.values()) > memory_capacity:
+    fit (:func:`~vidnexus.control.packing.least_cycle`)."""
+    found = least_cycle(items, memory_capacity)
+    if found is None:
         return None
-    cap = min(x.cap for x in items)
-    cands = {cap}
-    for x in items:
-        cands.update(k / x.rate for k in range(1, math.floor(cap * x.rate + 1e-6) + 1))
-    best_d, best_occ = 0.0, math.inf
-    for d in cands:
-        busy = sum(x.lat[x.batch_at(d)] for x in items)
-        if busy <= d + EPS and busy / d < best_occ:
-            best_d, best_occ = d, busy / d
-    if not best_d:
-        return None
-    return Node(best_d, tuple(Allocation(x.sid, x.model, x.batch_at(best_d), x.rate, x.lat[x.batch_at(best_d)], x.slo,
-                                         x.mem) for x in items))
+    d = found[0]
+    return Node(d, tuple(Allocation(x.sid, x.model, x.batch_at(d), x.rate, x.lat[x.batch_at(d)], x.slo, x.mem)
+                         for x in items))
 
 
 def exact_plan(sessions: Sequence[SessionLoad], profiles: Mapping[str, Profile],

@@ -11,7 +11,9 @@ falls), so a merge only has to check the busy time and memory.
 :func:`pack` places items by occupancy descending, each into the feasible bin it fills best (Nexus's
 best fit on the resulting occupancy), looking only at bins with enough idle time, and then repacks:
 it empties the emptiest bins into the others while that works (local search), and, for small
-instances, keeps the best of a few item orders.
+instances, keeps the best of a few item orders and empties bins once more trying every duty cycle
+where some batch grows (:func:`empty_bins`; the few cycles of a merge miss a shared cycle that
+only an intermediate batch boundary gives).
 
 Example (Nexus Table 2, A at 64 req/s and B at 32 req/s share a 125 ms duty cycle):
     >>> from vidnexus.contracts.profile import Profile
@@ -34,7 +36,7 @@ from typing import Sequence
 from vidnexus.contracts.profile import Profile, best_throughput_batch
 
 __all__ = ["LatencyTable", "latency_table", "Item", "make_item", "Bin", "pack", "best_fit", "repack",
-           "saturated_batch", "EPS"]
+           "saturated_batch", "least_cycle", "empty_bins", "EPS"]
 
 EPS = 1e-9
 RATE_EPS = 1e-6
@@ -44,6 +46,10 @@ WINDOW = 4
 LARGE = 2000
 SCAN = 1 << 30
 """… among at most this many candidates."""
+SMALL = 32
+"""Up to this many residual loads, :func:`pack` also empties bins trying every duty cycle where some
+batch grows (:func:`empty_bins`), as the exact solver does; above it the few cycles of
+:meth:`Bin.try_add` are tried (the planner must stay fast at 10,000 sessions)."""
 
 
 @dataclass(frozen=True)
@@ -400,4 +406,76 @@ def pack(items: Sequence[Item], memory_capacity: float = math.inf, *, restarts: 
 def _finish(bins: list[Bin], cap: float) -> list[Bin]:
     for bn in bins:
         bn.relevel()
-    return repack(bins, cap)
+    out = repack(bins, cap)
+    return empty_bins(out, cap) if sum(len(bn.items) for bn in out) <= SMALL else out
+
+
+def least_cycle(items: Sequence[Item], cap: float = math.inf) -> tuple[float, float] | None:
+    """(duty cycle, busy time) of least occupancy for ``items`` sharing one device, or None when they
+    do not fit (busy time over the cycle at every cycle, or the models' memory over ``cap``). Only
+    the points where some batch grows (d = k/r) and the longest cycle every SLO allows need trying:
+    in between, the busy time is constant and the SLOs only tighten as d grows.
+
+    Example (Nexus Table 2: A and B share a 125 ms cycle, A at batch 8 and B at 4):
+        >>> ta = latency_table(Profile((4, 8, 16), (0.050, 0.075, 0.100)))
+        >>> tb = latency_table(Profile((4, 8, 16), (0.050, 0.090, 0.125)))
+        >>> d, busy = least_cycle([make_item("A", "A", 0.2, 64, ta), make_item("B", "B", 0.25, 32, tb)])
+        >>> round(d, 3), round(busy, 3)
+        (0.125, 0.125)
+    """
+    if not items or sum({x.model: x.mem for x in items}.values()) > cap:
+        return None
+    top = min(x.cap for x in items)
+    cands = {top}
+    for x in items:
+        cands.update(k / x.rate for k in range(1, math.floor(top * x.rate + RATE_EPS) + 1))
+    best: tuple[float, float] | None = None
+    for d in cands:
+        if d <= 0:
+            continue
+        busy = 0.0
+        for y in items:
+            b = ceil(d * y.rate - RATE_EPS)
+            busy += y.lat[b if b > 0 else 1]
+            if busy > d + EPS:
+                break
+        else:
+            if best is None or busy / d < best[1] / best[0]:
+                best = (d, busy)
+    return best
+
+
+def empty_bins(bins: Sequence[Bin], cap: float = math.inf) -> list[Bin]:
+    """Local search over every duty cycle (for small instances: each check tries every batch
+    boundary, :func:`least_cycle`): empty a bin, the emptiest first, when each of its items fits
+    into some other bin on some cycle (the one it fills fullest, largest item first); repeat until
+    no bin empties. The bins that take items move to their best cycle."""
+    bins = list(bins)
+    while len(bins) > 1:
+        for victim in sorted(bins, key=lambda b: b.busy / b.d):
+            others = [b for b in bins if b is not victim]
+            groups: list[list[Item]] = [list(b.items) for b in others]
+            for x in sorted(victim.items, key=lambda y: y.occ, reverse=True):
+                best, best_occ = -1, -1.0
+                for k, g in enumerate(groups):
+                    r = least_cycle([*g, x], cap)
+                    if r is not None and r[1] / r[0] > best_occ:
+                        best, best_occ = k, r[1] / r[0]
+                if best < 0:
+                    break
+                groups[best].append(x)
+            else:
+                new = []
+                for b, g in zip(others, groups):
+                    if len(g) == len(b.items):
+                        new.append(b)
+                        continue
+                    r = least_cycle(g, cap)
+                    nb = Bin.at(g, r[0], cap, tag=b.tag) if r is not None else None
+                    assert nb is not None, "least_cycle found a cycle Bin.at refuses"
+                    new.append(nb)
+                bins = new
+                break
+        else:
+            break
+    return bins
