@@ -1,7 +1,8 @@
 """Head-to-head: goodput under SLO of vidnexus against NVIDIA Triton (PyTriton) and Ray Serve.
 
-One TorchScript file (MobileNetV3-small at 224 px, random weights: this measures serving, not
-recognition) is served by
+One model file (a :class:`Workload`; here MobileNetV3-small at 224 px as TorchScript, random weights:
+this measures serving, not recognition; ``vidnexus bench peers-real`` runs the same on the apps'
+real models, :func:`real_workload`) is served by
 - ``vnx-inproc``: the vidnexus executor in the benchmark's process (SLO-driven batching, early drop);
 - ``vnx-kafka``: a ``vidnexus executor`` process behind the Kafka broker (requests and replies are
   Kafka messages; the model registered with ``--images rgb``);
@@ -51,7 +52,7 @@ from vidnexus.gpu_executor.backend import Order
 from vidnexus.gpu_executor.metrics import percentile
 from vidnexus.sim.loadgen import Arrival, arrivals, merge
 
-__all__ = ["run", "peers_python"]
+__all__ = ["run", "peers_python", "Workload", "load_generator", "real_workload", "measure_workload"]
 
 SHAPE = (3, 224, 224)
 IMAGE = (224, 224, 3)
@@ -109,8 +110,8 @@ def load_generator(data_dir: Path) -> Workload:
 
 def real_workload(name: str) -> Workload:
     """An app's model with real weights from a package (``vidnexus bench peers-real``): ``hud_text``
-    (PP-OCRv4's recogniser, ONNX) gets a 48×320 text line drawn on real footage, ``pose_landmarks``
-    (BlazePose, TFLite) a person's 256×256 square from the real room video."""
+    (PP-OCRv4's recogniser, ONNX) gets a 48×320 text line drawn over a frame of the real room video,
+    ``pose_landmarks`` (BlazePose, TFLite) that frame's middle square at 256×256, its person in it."""
     import cv2
 
     from vidnexus.apps import model_catalog
