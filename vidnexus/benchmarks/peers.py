@@ -350,7 +350,7 @@ class KafkaExecutor:
         repo = ModelRepository(data / "models")
         self.image = w.image
         self.names = [w.key] if w.catalog else [f"peers_m{k}" for k in range(copies)]
-        for n in self.names if not w.catalog else []:
+        for n in [] if w.catalog else self.names:  # an app's model is served by its name, as it is
             try:
                 repo.get(n)
             except Exception:

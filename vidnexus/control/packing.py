@@ -391,23 +391,24 @@ def pack(items: Sequence[Item], memory_capacity: float = math.inf, *, restarts: 
     cap = memory_capacity
     window, scan = window or (WINDOW if len(items) <= LARGE else 1), scan or SCAN
     order = sorted(items, key=lambda x: x.occ, reverse=True)
-    best = _finish(best_fit(order, cap, window, scan=scan), cap)
     n = len(items)
+    every_cycle = n <= SMALL
+    best = _finish(best_fit(order, cap, window, scan=scan), cap, every_cycle)
     extra = restarts if restarts is not None else (24 if n <= 32 else 8 if n <= 128 else 0)
     rng = random.Random(seed)
     for _ in range(extra):
         jittered = sorted(items, key=lambda x: x.occ * rng.uniform(0.7, 1.3), reverse=True)
-        cand = _finish(best_fit(jittered, cap, window, scan=scan), cap)
+        cand = _finish(best_fit(jittered, cap, window, scan=scan), cap, every_cycle)
         if len(cand) < len(best):
             best = cand
     return best
 
 
-def _finish(bins: list[Bin], cap: float) -> list[Bin]:
+def _finish(bins: list[Bin], cap: float, every_cycle: bool) -> list[Bin]:
     for bn in bins:
         bn.relevel()
     out = repack(bins, cap)
-    return empty_bins(out, cap) if sum(len(bn.items) for bn in out) <= SMALL else out
+    return empty_bins(out, cap) if every_cycle else out
 
 
 def least_cycle(items: Sequence[Item], cap: float = math.inf) -> tuple[float, float] | None:
@@ -455,23 +456,24 @@ def empty_bins(bins: Sequence[Bin], cap: float = math.inf) -> list[Bin]:
         for victim in sorted(bins, key=lambda b: b.busy / b.d):
             others = [b for b in bins if b is not victim]
             groups: list[list[Item]] = [list(b.items) for b in others]
+            cycles: dict[int, float] = {}  # group → the cycle it found when it last took an item
             for x in sorted(victim.items, key=lambda y: y.occ, reverse=True):
-                best, best_occ = -1, -1.0
+                best, best_occ, best_d = -1, -1.0, 0.0
                 for k, g in enumerate(groups):
                     r = least_cycle([*g, x], cap)
                     if r is not None and r[1] / r[0] > best_occ:
-                        best, best_occ = k, r[1] / r[0]
+                        best, best_occ, best_d = k, r[1] / r[0], r[0]
                 if best < 0:
                     break
                 groups[best].append(x)
+                cycles[best] = best_d
             else:
                 new = []
-                for b, g in zip(others, groups):
-                    if len(g) == len(b.items):
+                for k, (b, g) in enumerate(zip(others, groups)):
+                    if k not in cycles:
                         new.append(b)
                         continue
-                    r = least_cycle(g, cap)
-                    nb = Bin.at(g, r[0], cap, tag=b.tag) if r is not None else None
+                    nb = Bin.at(g, cycles[k], cap, tag=b.tag)
                     assert nb is not None, "least_cycle found a cycle Bin.at refuses"
                     new.append(nb)
                 bins = new
