@@ -239,6 +239,11 @@ def executor(
                                 "runtime threads (onnxruntime, LiteRT) (0 = each one's default)."),
     executor_id: Optional[str] = typer.Option(None, "--id", help="Executor id in stats and plans (default host-pid)."),
     stats_every: float = typer.Option(5.0, callback=finite, min=0.2, help="Seconds between stats reports."),
+    device_type: str = typer.Option("", help="The kind of device, for the scheduler: executors of one type are "
+                                    "planned as alike (default: the --device's name)."),
+    price: float = typer.Option(1.0, callback=finite, help="The device's unit price: the scheduler puts each "
+                                "session on the type with the most throughput per price and minimises "
+                                "devices × price."),
 ) -> None:
     """Serve model sessions over Kafka until SIGTERM (distributed mode).
 
@@ -285,7 +290,8 @@ def executor(
                                                           lambda line: err_console.print(f"executor: {line}", markup=False),
                                                           threads=threads),
                         executor_id=executor_id, stats_every_s=stats_every,
-                        metrics=ExecutorMetrics(registry), order=order.replace("-", "_"))  # type: ignore[arg-type]
+                        metrics=ExecutorMetrics(registry), order=order.replace("-", "_"),  # type: ignore[arg-type]
+                        device_type=device_type, price=price)
     role.on_summary = _print_summary
     stop = threading.Event()
     _stop_on_signals(stop)
@@ -294,7 +300,8 @@ def executor(
         for gid in sorted(set(role.groups.values())):
             members = sorted(m for m, g in role.groups.items() if g == gid)
             err_console.print(f"executor: prefix batching: {', '.join(members)} share one trunk")
-        err_console.print(f"executor: serving {', '.join(map(str, sessions))} (id {role.id})")
+        kind = f", device type {device_type} at price {price:g}" if device_type or price != 1.0 else ""
+        err_console.print(f"executor: serving {', '.join(map(str, sessions))} (id {role.id}{kind})")
         _serve_health(cfg, "executor", role.health)
         role.run(stop)
     finally:

@@ -66,6 +66,20 @@ class ExecutorStats:
     use (0: not said). The planner's memory capacity per device is the least of these."""
     model_bytes: dict[str, int] = field(default_factory=dict)
     """Memory each of its models holds on its device (bytes)."""
+    device_type: str = ""
+    """The kind of device, as the planner groups executors (``vidnexus executor --device-type``;
+    empty: ``device``): executors of one type are planned as alike, with one type's profiles."""
+    price: float = 1.0
+    """The device's unit price (per device and unit of time): the planner minimises Σ devices × price."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.price < float("inf"):
+            raise ValueError(f"executor {self.executor}: price must be positive and finite, got {self.price}")
+
+    @property
+    def kind(self) -> str:
+        """The device type the planner groups this executor under."""
+        return self.device_type or self.device
 
 
 def _nan_free(v: float) -> float | None:
@@ -83,6 +97,7 @@ def encode_stats(s: ExecutorStats) -> bytes:
         "sessions": [{k: (_nan_free(v) if isinstance(v, float) else v) for k, v in asdict(x).items()}
                      for x in s.sessions],
         "every_s": s.every_s, "memory_bytes": s.memory_bytes, "model_bytes": s.model_bytes,
+        "device_type": s.device_type, "price": s.price,
     }
     return to_json("stats", STATS_VERSION, doc)
 
@@ -97,6 +112,7 @@ def decode_stats(raw: bytes) -> ExecutorStats:
                              tuple(str(x) for x in d.get("serving", [])),
                              {m: Profile.from_dict(p) for m, p in d.get("profiles", {}).items()}, sessions,
                              float(d.get("every_s", 0.0)), int(d.get("memory_bytes", 0)),
-                             {str(k): int(v) for k, v in d.get("model_bytes", {}).items()})
+                             {str(k): int(v) for k, v in d.get("model_bytes", {}).items()},
+                             str(d.get("device_type", "")), float(d.get("price", 1.0)))
     except Exception as e:  # any shape the record may have: the role must go on
         raise CodecError(f"malformed stats document: {e}") from None

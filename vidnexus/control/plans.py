@@ -21,9 +21,11 @@ from typing import Mapping, Sequence
 from vidnexus.contracts.plans import EpochPlan, LatencySplit
 from vidnexus.contracts.profile import Profile
 from vidnexus.contracts.stats import ExecutorStats
+from vidnexus.control.fleet import DeviceType
 from vidnexus.control.squishy import Allocation, Node, Plan, SessionLoad
 
-__all__ = ["loads_from_stats", "memory_capacity", "assign_executors", "epoch_plan", "cover_idle_sessions"]
+__all__ = ["loads_from_stats", "memory_capacity", "device_types", "assign_executors", "epoch_plan",
+           "cover_idle_sessions"]
 
 
 def loads_from_stats(stats: Sequence[ExecutorStats]) -> tuple[list[SessionLoad], dict[str, Profile]]:
@@ -58,6 +60,30 @@ def memory_capacity(stats: Sequence[ExecutorStats]) -> float:
     """
     reported = [s.memory_bytes for s in stats if s.memory_bytes > 0]
     return min(reported) if reported else math.inf
+
+
+def device_types(stats: Mapping[str, ExecutorStats]) -> list[DeviceType]:
+    """The device types of the live executors (``stats``: executor → its latest stats), each with
+    how many are live, the least memory one of them reports, their price (the highest, should they
+    disagree) and, per model, the profile that reaches the largest batch among theirs.
+
+    Example:
+        >>> fast = ExecutorStats("a", "cpu", 0.0, device_type="2-thread", price=2.0)
+        >>> [(t.name, t.price, t.count) for t in device_types({"a": fast, "b": ExecutorStats("b", "cpu", 0.0)})]
+        [('2-thread', 2.0, 1), ('cpu', 1.0, 1)]
+    """
+    groups: dict[str, list[ExecutorStats]] = {}
+    for e in sorted(stats):
+        groups.setdefault(stats[e].kind, []).append(stats[e])
+    out = []
+    for name, docs in sorted(groups.items()):
+        profiles: dict[str, Profile] = {}
+        for d in docs:
+            for m, p in d.profiles.items():
+                if m not in profiles or max(p.sizes) > max(profiles[m].sizes):
+                    profiles[m] = p
+        out.append(DeviceType(name, max(d.price for d in docs), profiles, memory_capacity(docs), len(docs)))
+    return out
 
 
 def assign_executors(plan: Plan, alive: Sequence[str]) -> tuple[Plan, list[tuple[str, str]]]:

@@ -36,11 +36,10 @@ from vidnexus.contracts.profile import Profile
 from vidnexus.contracts.reports import AppReport
 from vidnexus.contracts.sessions import SessionKey
 from vidnexus.contracts.stats import ExecutorStats
-from vidnexus.control.epochs import assign_devices, replan
-from vidnexus.control.plans import (assign_executors, cover_idle_sessions, epoch_plan, loads_from_stats,
-                                    memory_capacity)
+from vidnexus.control.fleet import plan_fleet
+from vidnexus.control.plans import assign_executors, cover_idle_sessions, device_types, epoch_plan, loads_from_stats
 from vidnexus.control.query_analysis import analyze_merged, merge_reports, reserves_of, settle_reserves
-from vidnexus.control.squishy import Plan, SessionLoad, plan
+from vidnexus.control.squishy import Node, Plan, SessionLoad
 
 __all__ = ["SchedulerConfig", "Observed", "SchedulerState", "alive", "due", "observe_stats", "observe_report",
            "split_loads", "plan_epoch"]
@@ -179,21 +178,31 @@ def plan_epoch(now: float, ts: float, seen: Observed, state: SchedulerState,
                cfg: SchedulerConfig) -> tuple[EpochPlan, SchedulerState]:
     """One epoch: the plan to publish (``ts``: wall-clock time for the document) and the next state."""
     live = alive(now, seen, cfg)
-    reports = [seen.stats[e][1] for e in live]
-    loads, profiles = loads_from_stats(reports)
+    reports = {e: seen.stats[e][1] for e in live}
+    loads, profiles = loads_from_stats(list(reports.values()))
     loads, splits = split_loads(now, seen, loads, profiles, cfg, state.last_reserves)
-    capacity = memory_capacity(reports)  # memory is a second capacity, as in Nexus
-    prev = state.packing
-    if prev is not None:
-        prev = replace(prev, nodes=tuple(n for n in prev.nodes if n.device_id in live))
-    packing = (replan(prev, loads, profiles, capacity) if prev is not None
-               else assign_devices(plan(loads, profiles, capacity), "new"))
-    wanted = packing.devices
-    packing, short = assign_executors(packing, live)
+    # Each device type packed on its own profiles and memory (memory is a second capacity, as in
+    # Nexus), sessions on the type of best throughput per price (Piccolo); see control.fleet.
+    types = device_types(reports)
+    previous = None
+    if state.packing is not None:
+        previous = {t.name: Plan(tuple(n for n in state.packing.nodes if n.device_id in reports
+                                       and reports[n.device_id].kind == t.name)) for t in types}
+    fleet = plan_fleet(loads, types, previous)
+    wanted = fleet.devices
+    nodes: list[Node] = []
+    short: list[tuple[str, str]] = []
+    for t in types:
+        if t.name in fleet.plans:
+            placed, over = assign_executors(fleet.plans[t.name], [e for e in live if reports[e].kind == t.name])
+            nodes += placed.nodes
+            short += over
+    whole = fleet.combined()
+    packing = replace(whole, nodes=tuple(nodes))
     epoch = state.epoch + 1
     doc = epoch_plan(packing, generation=state.generation, epoch=epoch, ts=ts, extra_infeasible=short,
                      rates={s.session_id: s.rate for s in loads}, splits=splits, executors=live)
-    doc = cover_idle_sessions(doc, {e: seen.stats[e][1] for e in live}, cfg.retire_idle_s)
+    doc = cover_idle_sessions(doc, reports, cfg.retire_idle_s)
     reserves = {**state.last_reserves, **{a: dict(sp.reserve_ms) for a, sp in splits.items() if sp.ok}}
     return doc, replace(state, epoch=epoch, last_epoch_at=now, packing=packing,
                         last_rates={s.session_id: s.rate for s in loads}, last_alive=frozenset(live),

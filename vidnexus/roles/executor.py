@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import os
 import socket
 import threading
@@ -140,6 +141,8 @@ class ExecutorRole:
         order: which session's batch runs next on the device (``laxity`` or ``round_robin``,
             :class:`~vidnexus.gpu_executor.backend.DutyCycle`).
         allow_empty: start with no session (an embedded run of an app that calls no model).
+        device_type, price: what the stats report for the planner to group executors by and to
+            minimise Σ devices × price with (default: the device's name, 1.0).
     """
 
     def __init__(self, settings: Settings, sessions: Sequence[SessionKey], *, bus: Bus, clock: Clock | None = None,
@@ -147,9 +150,13 @@ class ExecutorRole:
                  executor_id: str | None = None, stats_every_s: float = 5.0, follow_plans: bool = True,
                  retire_after_epochs: int = 3, metrics: ExecutorMetrics | None = None, workers: int = 2,
                  inputs: Callable[[str], Callable[[Any], Any] | None] | None = None,
-                 order: Order = "laxity", allow_empty: bool = False) -> None:
+                 order: Order = "laxity", allow_empty: bool = False, device_type: str = "",
+                 price: float = 1.0) -> None:
         if not sessions and not allow_empty:
             raise ConfigError("give at least one --session MODEL:SLO_MS")
+        if not 0 < price < math.inf:
+            raise ConfigError(f"--price {price}: a device's price must be positive and finite")
+        self.device_type, self.price = device_type, price
         self.settings, self.bus = settings, bus
         self.clock = clock or MonotonicClock()
         self.device, self.policy = device, policy
@@ -283,7 +290,8 @@ class ExecutorRole:
         return ExecutorStats(self.id, self.device, self.clock.wall(), self.executor.targets(),
                              tuple(sorted(t.rsplit(".req.", 1)[-1] for t in self.service.topics)),
                              dict(self.executor.core.profiles()), tuple(sessions), self.stats_every_s,
-                             free + sum(self.model_bytes.values()) if free else 0, dict(self.model_bytes))
+                             free + sum(self.model_bytes.values()) if free else 0, dict(self.model_bytes),
+                             self.device_type, self.price)
 
     def summarize(self, now: float, snapshot: list[dict[str, Any]]) -> None:
         """The periodic summary line, when due: requests answered within their SLO (ok), late, and
