@@ -1,6 +1,9 @@
-"""Control plane over the real broker: two executor processes and the scheduler. Raising a
-session's rate changes the plan within one epoch; killing an executor re-plans its sessions onto
-the other within one epoch; every request meanwhile is answered or counted as dropped."""
+"""Control plane over the real broker: three executor processes of two device types — two "cheap"
+(one thread, price 1) and one "fast" (two threads, price 3), each profiling its own models — and
+the scheduler. The plans give the load to the cheap type (more throughput per price) and none to
+the fast one; raising a session's rate changes the plan within one epoch; killing the cheap
+executor that serves the load re-plans its sessions onto the other cheap one within one epoch;
+every request meanwhile is answered or counted as dropped."""
 
 import os
 import signal
@@ -24,13 +27,21 @@ EPOCH_S = 4.0
 SESSIONS = ("lenet5-200ms", "mobilenet_v3_small-2000ms")
 
 
-def start(env, *args, ready):
-    p = subprocess.Popen([sys.executable, "-m", "vidnexus", *args], env=env, stderr=subprocess.PIPE,
-                         stdout=subprocess.DEVNULL, text=True)
-    if read_until_ready(p, ready, 180, []):
+def launch(env, *args):
+    return subprocess.Popen([sys.executable, "-m", "vidnexus", *args], env=env, stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True)
+
+
+def await_ready(p, ready, what):
+    log = []
+    if read_until_ready(p, ready, 180, log):
         return p
     p.kill()
-    pytest.fail(f"`vidnexus {' '.join(args)}` did not start")
+    pytest.fail(f"`vidnexus {what}` did not start: {''.join(log[-20:])}")
+
+
+def start(env, *args, ready):
+    return await_ready(launch(env, *args), ready, " ".join(args))
 
 
 class Plans:
@@ -59,9 +70,13 @@ def test_plans_follow_load_and_executor_failure(kafka_bootstrap, tmp_path):
     stop = threading.Event()
     bus = kafka_bus_of("confluent", kafka_bootstrap)
     try:
-        for eid in ("e1", "e2"):
-            procs[eid] = start(env, "executor", "--id", eid, "--stats-every", "1", "--threads", "1",
-                               "-s", "lenet5:200", "-s", "mobilenet_v3_small:2000", ready="executor: serving")
+        kinds = {"e1": ("cheap", "1", "1"), "e2": ("cheap", "1", "1"), "f1": ("fast", "3", "2")}
+        for eid, (kind, price, threads) in kinds.items():  # started together: they profile at once
+            procs[eid] = launch(env, "executor", "--id", eid, "--stats-every", "1", "--threads", threads,
+                                "--device-type", kind, "--price", price,
+                                "-s", "lenet5:200", "-s", "mobilenet_v3_small:2000")
+        for eid, p in procs.items():
+            await_ready(p, "executor: serving", f"executor --id {eid}")
         sched = start(env, "scheduler", "--epoch", str(EPOCH_S), "--min-epoch", "1", ready="scheduler: running")
         client = ExecutorClient(bus, settings, "load")
         futures, rate = [], {"lenet5-200ms": 20.0, "mobilenet_v3_small-2000ms": 4.0}
@@ -81,14 +96,16 @@ def test_plans_follow_load_and_executor_failure(kafka_bootstrap, tmp_path):
         loader = threading.Thread(target=load, daemon=True)
         loader.start()
         plans = Plans(bus, settings)
-        first = plans.wait(lambda d: d.rates.get("lenet5-200ms", 0) > 5 and len(d.executors) == 2,
-                           EPOCH_S * 4 + 10, "with both executors and the initial load")
+        first = plans.wait(lambda d: d.rates.get("lenet5-200ms", 0) > 5 and len(d.executors) == 3,
+                           EPOCH_S * 4 + 10, "with the three executors and the initial load")
+        assert not first.assignment_of("f1"), first.assignments  # the fast type costs more per request
         rate["lenet5-200ms"] = 200.0  # 10×; the loader thread may reach less on a busy machine
         raised = time.monotonic()
         base = first.rates["lenet5-200ms"]
-        plans.wait(lambda d: d.epoch > first.epoch and d.rates.get("lenet5-200ms", 0) > 2 * base,
-                   EPOCH_S + 4, "reflecting the raised rate")
+        raised_plan = plans.wait(lambda d: d.epoch > first.epoch and d.rates.get("lenet5-200ms", 0) > 2 * base,
+                                 EPOCH_S + 4, "reflecting the raised rate")
         assert time.monotonic() - raised <= EPOCH_S + 4
+        assert not raised_plan.assignment_of("f1"), raised_plan.assignments
         rate["lenet5-200ms"] = 20.0
         latest = plans.docs[-1]
         victim = next((e for e in ("e2", "e1") if latest.assignments.get(e)), "e2")
@@ -96,10 +113,10 @@ def test_plans_follow_load_and_executor_failure(kafka_bootstrap, tmp_path):
         procs[victim].send_signal(signal.SIGKILL)
         procs[victim].wait()
         killed = time.monotonic()
-        moved = plans.wait(lambda d: d.executors == (survivor,) and
+        moved = plans.wait(lambda d: d.executors == tuple(sorted((survivor, "f1"))) and
                            set(d.assignments.get(survivor, {})) >= set(SESSIONS), 3.0 + EPOCH_S + 4,
-                           "moving every session onto the surviving executor")
-        assert victim not in moved.assignments
+                           "moving every session onto the surviving cheap executor")
+        assert victim not in moved.assignments and not moved.assignment_of("f1")
         assert time.monotonic() - killed <= 3.0 + EPOCH_S + 4
         # The dead member's partitions stay with it until Kafka's session timeout (6 s) expires and
         # the group rebalances; what it held is redelivered late and ends as deadline drops. Requests

@@ -71,6 +71,9 @@ class ExecutorStats:
     empty: ``device``): executors of one type are planned as alike, with one type's profiles."""
     price: float = 1.0
     """The device's unit price (per device and unit of time): the planner minimises Σ devices × price."""
+    prefix_groups: dict[str, str] = field(default_factory=dict)
+    """model → the prefix group it shares a trunk with (prefix batching): the executor runs a
+    group's sessions as one merged batch, and the planner plans them as one load."""
 
     def __post_init__(self) -> None:
         if not 0 < self.price < float("inf"):
@@ -97,7 +100,7 @@ def encode_stats(s: ExecutorStats) -> bytes:
         "sessions": [{k: (_nan_free(v) if isinstance(v, float) else v) for k, v in asdict(x).items()}
                      for x in s.sessions],
         "every_s": s.every_s, "memory_bytes": s.memory_bytes, "model_bytes": s.model_bytes,
-        "device_type": s.device_type, "price": s.price,
+        "device_type": s.device_type, "price": s.price, "prefix_groups": s.prefix_groups,
     }
     return to_json("stats", STATS_VERSION, doc)
 
@@ -113,6 +116,7 @@ def decode_stats(raw: bytes) -> ExecutorStats:
                              {m: Profile.from_dict(p) for m, p in d.get("profiles", {}).items()}, sessions,
                              float(d.get("every_s", 0.0)), int(d.get("memory_bytes", 0)),
                              {str(k): int(v) for k, v in d.get("model_bytes", {}).items()},
-                             str(d.get("device_type", "")), float(d.get("price", 1.0)))
+                             str(d.get("device_type", "")), float(d.get("price", 1.0)),
+                             {str(k): str(v) for k, v in d.get("prefix_groups", {}).items()})
     except Exception as e:  # any shape the record may have: the role must go on
         raise CodecError(f"malformed stats document: {e}") from None

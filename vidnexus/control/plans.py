@@ -24,8 +24,14 @@ from vidnexus.contracts.stats import ExecutorStats
 from vidnexus.control.fleet import DeviceType
 from vidnexus.control.squishy import Allocation, Node, Plan, SessionLoad
 
-__all__ = ["loads_from_stats", "memory_capacity", "device_types", "assign_executors", "epoch_plan",
-           "cover_idle_sessions"]
+__all__ = ["loads_from_stats", "memory_capacity", "device_types", "prefix_groups", "merge_prefix_sessions", "assign_executors",
+           "epoch_plan", "cover_idle_sessions"]
+
+
+def prefix_groups(stats: Sequence[ExecutorStats]) -> dict[str, str]:
+    """model → prefix group, over every executor's report (group ids are content hashes or declared
+    names, the same on every executor)."""
+    return {m: g for doc in stats for m, g in doc.prefix_groups.items()}
 
 
 def loads_from_stats(stats: Sequence[ExecutorStats]) -> tuple[list[SessionLoad], dict[str, Profile]]:
@@ -86,6 +92,42 @@ def device_types(stats: Mapping[str, ExecutorStats]) -> list[DeviceType]:
     return out
 
 
+def merge_prefix_sessions(loads: Sequence[SessionLoad], groups: Mapping[str, str], profiles: Mapping[str, Profile]
+                          ) -> tuple[list[SessionLoad], dict[str, tuple[tuple[str, float], ...]]]:
+    """Prefix batching in the plan (Nexus §6.3, DESIGN §6): the sessions of models that share a
+    trunk (``groups``: model → prefix group, as executors report) run on an executor as one merged
+    batch, so they are planned as one load — the group's id, the sum of their rates, the tightest of
+    their SLOs, the profile of the member slowest at batch 1 and the largest member's memory (the
+    trunk, held once). Returns the loads and, per merged load, its members with their rates.
+
+    Example:
+        >>> profs = {"a": Profile.linear(0.001, 0.010, 8), "b": Profile.linear(0.001, 0.012, 8)}
+        >>> loads = [SessionLoad("a-100ms", "a", 0.1, 30.0), SessionLoad("b-200ms", "b", 0.2, 10.0),
+        ...          SessionLoad("c-100ms", "c", 0.1, 5.0)]
+        >>> merged, members = merge_prefix_sessions(loads, {"a": "prefix-1", "b": "prefix-1"}, profs)
+        >>> [(l.session_id, l.model, l.slo_s, l.rate) for l in merged], members
+        ([('c-100ms', 'c', 0.1, 5.0), ('prefix-1', 'b', 0.1, 40.0)], {'prefix-1': (('a-100ms', 30.0), ('b-200ms', 10.0))})
+    """
+    units: dict[str, list[SessionLoad]] = {}
+    out: list[SessionLoad] = []
+    for s in loads:
+        g = groups.get(s.model)
+        if g is None:
+            out.append(s)
+        else:
+            units.setdefault(g, []).append(s)
+    members: dict[str, tuple[tuple[str, float], ...]] = {}
+    for g, ss in units.items():
+        if len(ss) == 1:
+            out.append(ss[0])
+            continue
+        lead = max(ss, key=lambda s: (profiles[s.model].latency(1), s.model))
+        out.append(SessionLoad(g, lead.model, min(s.slo_s for s in ss), sum(s.rate for s in ss),
+                               max(s.memory_bytes for s in ss)))
+        members[g] = tuple((s.session_id, s.rate) for s in ss)
+    return sorted(out, key=lambda s: s.session_id), members
+
+
 def assign_executors(plan: Plan, alive: Sequence[str]) -> tuple[Plan, list[tuple[str, str]]]:
     """Put each node on a live executor: nodes that already name one keep it; the others take free
     executors in order. Nodes beyond the executors available are dropped and their sessions reported
@@ -127,15 +169,21 @@ def _merged(allocs: Sequence[Allocation]) -> tuple[Allocation, ...]:
 
 def epoch_plan(plan: Plan, *, generation: int, epoch: int, ts: float,
                extra_infeasible: Sequence[tuple[str, str]] = (), rates: Mapping[str, float] | None = None,
-               splits: Mapping[str, LatencySplit] | None = None, executors: Sequence[str] = ()) -> EpochPlan:
-    """The published plan of a packing whose nodes carry executor ids."""
+               splits: Mapping[str, LatencySplit] | None = None, executors: Sequence[str] = (),
+               members: Mapping[str, Sequence[tuple[str, float]]] | None = None) -> EpochPlan:
+    """The published plan of a packing whose nodes carry executor ids. ``members``: the sessions of
+    each merged prefix-group load (:func:`merge_prefix_sessions`): each gets the group's batch (the
+    merged batch's limit on the executor) and its share of the load's rate."""
     assignments: dict[str, dict[str, int]] = {}
     routing: dict[str, dict[str, float]] = {}
     for n in plan.nodes:
         dev = n.device_id or "?"
         for a in n.allocations:
-            assignments.setdefault(dev, {})[a.session_id] = max(assignments.get(dev, {}).get(a.session_id, 0), a.batch)
-            routing.setdefault(a.session_id, {})[dev] = routing.get(a.session_id, {}).get(dev, 0.0) + a.rate
+            parts = (members or {}).get(a.session_id) or ((a.session_id, a.rate),)
+            total = sum(r for _, r in parts) or 1.0
+            for sid, r in parts:
+                assignments.setdefault(dev, {})[sid] = max(assignments.get(dev, {}).get(sid, 0), a.batch)
+                routing.setdefault(sid, {})[dev] = routing.get(sid, {}).get(dev, 0.0) + a.rate * r / total
     return EpochPlan(generation, epoch, ts, assignments, routing,
                      tuple((*plan.infeasible, *extra_infeasible)), plan.moved, plan.devices,
                      {k: round(v, 2) for k, v in (rates or {}).items()}, dict(splits or {}), tuple(executors))

@@ -37,7 +37,8 @@ from vidnexus.contracts.reports import AppReport
 from vidnexus.contracts.sessions import SessionKey
 from vidnexus.contracts.stats import ExecutorStats
 from vidnexus.control.fleet import plan_fleet
-from vidnexus.control.plans import assign_executors, cover_idle_sessions, device_types, epoch_plan, loads_from_stats
+from vidnexus.control.plans import (assign_executors, cover_idle_sessions, device_types, epoch_plan, loads_from_stats,
+                                    merge_prefix_sessions, prefix_groups)
 from vidnexus.control.query_analysis import analyze_merged, merge_reports, reserves_of, settle_reserves
 from vidnexus.control.squishy import Node, Plan, SessionLoad
 
@@ -181,6 +182,8 @@ def plan_epoch(now: float, ts: float, seen: Observed, state: SchedulerState,
     reports = {e: seen.stats[e][1] for e in live}
     loads, profiles = loads_from_stats(list(reports.values()))
     loads, splits = split_loads(now, seen, loads, profiles, cfg, state.last_reserves)
+    rates = {s.session_id: s.rate for s in loads}
+    loads, members = merge_prefix_sessions(loads, prefix_groups(list(reports.values())), profiles)
     # Each device type packed on its own profiles and memory (memory is a second capacity, as in
     # Nexus), sessions on the type of best throughput per price (Piccolo); see control.fleet.
     types = device_types(reports)
@@ -201,9 +204,9 @@ def plan_epoch(now: float, ts: float, seen: Observed, state: SchedulerState,
     packing = replace(whole, nodes=tuple(nodes))
     epoch = state.epoch + 1
     doc = epoch_plan(packing, generation=state.generation, epoch=epoch, ts=ts, extra_infeasible=short,
-                     rates={s.session_id: s.rate for s in loads}, splits=splits, executors=live)
+                     rates=rates, splits=splits, executors=live, members=members)
     doc = cover_idle_sessions(doc, reports, cfg.retire_idle_s)
     reserves = {**state.last_reserves, **{a: dict(sp.reserve_ms) for a, sp in splits.items() if sp.ok}}
     return doc, replace(state, epoch=epoch, last_epoch_at=now, packing=packing,
-                        last_rates={s.session_id: s.rate for s in loads}, last_alive=frozenset(live),
+                        last_rates=rates, last_alive=frozenset(live),
                         last_reserves=reserves, wanted_devices=wanted)

@@ -291,7 +291,7 @@ class ExecutorRole:
                              tuple(sorted(t.rsplit(".req.", 1)[-1] for t in self.service.topics)),
                              dict(self.executor.core.profiles()), tuple(sessions), self.stats_every_s,
                              free + sum(self.model_bytes.values()) if free else 0, dict(self.model_bytes),
-                             self.device_type, self.price)
+                             self.device_type, self.price, dict(self.groups))
 
     def summarize(self, now: float, snapshot: list[dict[str, Any]]) -> None:
         """The periodic summary line, when due: requests answered within their SLO (ok), late, and

@@ -96,11 +96,12 @@ def test_device_types_need_a_positive_price_and_distinct_names():
 
 
 def test_stats_carry_device_type_and_price_and_refuse_a_bad_price():
-    st = ExecutorStats("e1", "cpu", 1.0, device_type="2-thread", price=2.5)
+    st = ExecutorStats("e1", "cpu", 1.0, device_type="2-thread", price=2.5, prefix_groups={"a": "prefix-1"})
     back = decode_stats(encode_stats(st))
-    assert (back.device_type, back.price, back.kind) == ("2-thread", 2.5, "2-thread")
+    assert (back.device_type, back.price, back.kind, back.prefix_groups) == ("2-thread", 2.5, "2-thread",
+                                                                             {"a": "prefix-1"})
     old = decode_stats(encode_stats(ExecutorStats("e0", "cuda:0", 1.0)))
-    assert (old.device_type, old.price, old.kind) == ("", 1.0, "cuda:0")
+    assert (old.device_type, old.price, old.kind, old.prefix_groups) == ("", 1.0, "cuda:0", {})
     raw = encode_stats(st).replace(b'"price":2.5', b'"price":-1')
     assert raw != encode_stats(st)
     with pytest.raises(CodecError, match="price"):

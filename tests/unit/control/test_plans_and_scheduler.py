@@ -228,3 +228,34 @@ def test_stats_carry_memory_both_ways():
     assert (back.memory_bytes, back.model_bytes) == (80 << 30, {"m": 123})
     old = decode_stats(encode_stats(ExecutorStats("e0", "cpu", 1.0)))  # says nothing: unbounded
     assert (old.memory_bytes, old.model_bytes) == (0, {})
+
+
+def test_sessions_of_a_prefix_group_are_planned_as_the_one_merged_batch_they_run_as():
+    """Two models sharing a trunk whose fixed cost dominates (ℓ(b) = 30 ms + 1 ms · b), 60 req/s
+    each at 100 ms: apart, each needs its own batch every cycle and two devices; as one merged
+    load (as the executor runs them) they share one. Each member is assigned the group's batch and
+    routed its own rate."""
+    prof = Profile.linear(0.001, 0.030, 16)
+
+    def report(eid, groups):  # the load arrives on e1
+        r = 60.0 if eid == "e1" else 0.0
+        return ExecutorStats(eid, "cpu", 0.0, profiles={"a": prof, "b": prof}, prefix_groups=groups,
+                             sessions=(SessionStats("a-100ms", "a", 100, rate_recent=r),
+                                       SessionStats("b-100ms", "b", 100, rate_recent=r)))
+
+    apart = Observed(stats={e: (0.0, report(e, {})) for e in ("e1", "e2")})
+    doc, _ = plan_epoch(0.0, 0.0, apart, SchedulerState(generation=1), SchedulerConfig())
+    assert doc.devices == 2
+    shared = {"a": "prefix-x", "b": "prefix-x"}
+    merged = Observed(stats={e: (0.0, report(e, shared)) for e in ("e1", "e2")})
+    doc, state = plan_epoch(0.0, 0.0, merged, SchedulerState(generation=1), SchedulerConfig())
+    assert doc.devices == 1
+    (host,) = [e for e in ("e1", "e2") if doc.assignment_of(e)]
+    batches = doc.assignment_of(host)
+    assert set(batches) == {"a-100ms", "b-100ms"} and len(set(batches.values())) == 1
+    assert {sid: round(sum(r.values()), 6) for sid, r in doc.routing.items()} == {"a-100ms": 60.0, "b-100ms": 60.0}
+    assert [a.session_id for n in state.packing.nodes for a in n.allocations] == ["prefix-x"]
+    # The next epoch re-plans the merged load where it was.
+    doc2, _ = plan_epoch(40.0, 40.0, Observed(stats={e: (40.0, report(e, shared)) for e in ("e1", "e2")}), state,
+                         SchedulerConfig())
+    assert doc2.assignments == doc.assignments and doc2.moved == 0
