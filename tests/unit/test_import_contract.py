@@ -59,7 +59,7 @@ PURE = [
     "gpu_executor/batching.py", "gpu_executor/policies.py", "gpu_executor/early_drop.py",
     "gpu_executor/lazy_drop.py", "gpu_executor/fifo.py", "gpu_executor/backend.py",
     "control/squishy.py", "control/packing.py", "control/latency_split.py", "control/query_analysis.py", "control/epochs.py",
-    "control/baselines.py", "control/plans.py", "control/scheduler.py", "control/piccolo.py",
+    "control/baselines.py", "control/plans.py", "control/scheduler.py", "control/piccolo.py", "control/fleet.py",
     "specialization/weg.py",
     "streams/sampling.py", "streams/spec.py", "streams/media_verdicts.py",
     "operators/windows.py", "operators/tracking.py", "operators/frame_version.py", "operators/zones.py",
