@@ -3,7 +3,8 @@
 the scheduler. The plans give the load to the cheap type (more throughput per price) and none to
 the fast one; raising a session's rate changes the plan within one epoch; killing the cheap
 executor that serves the load re-plans its sessions onto the other cheap one within one epoch;
-every request meanwhile is answered or counted as dropped."""
+every request meanwhile is answered or counted as dropped. The client routes by the plans' weights,
+as workers do, each request to its executor's own topic."""
 
 import os
 import signal
@@ -45,15 +46,17 @@ def start(env, *args, ready):
 
 
 class Plans:
-    def __init__(self, bus, settings):
+    def __init__(self, bus, settings, on_plan):
         self.c = bus.subscribe([Topics(settings.topic_prefix).control], group=None, from_beginning=True)
         self.docs = []
+        self.on_plan = on_plan
 
     def wait(self, cond, timeout_s, what):
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             for m in self.c.poll(timeout_s=0.5):
                 self.docs.append(decode_plan(m.value))
+                self.on_plan(self.docs[-1])
             for d in self.docs:
                 if cond(d):
                     return d
@@ -89,13 +92,15 @@ def test_plans_follow_load_and_executor_failure(kafka_bootstrap, tmp_path):
                 for s, r in rate.items():
                     if now >= t[s]:
                         x = digit if s.startswith("lenet5") else image
-                        futures.append((time.monotonic(), client.submit(s, x, slo_s=5.0)))
+                        # Routed to a killed executor, a request waits for no one: it times out.
+                        futures.append((time.monotonic(), client.submit(s, x, slo_s=5.0,
+                                                                        expires_wall=client.wall() + 10.0)))
                         t[s] = now + 1.0 / r
                 time.sleep(0.002)
 
         loader = threading.Thread(target=load, daemon=True)
         loader.start()
-        plans = Plans(bus, settings)
+        plans = Plans(bus, settings, lambda doc: client.route(doc.routing))  # as workers do
         first = plans.wait(lambda d: d.rates.get("lenet5-200ms", 0) > 5 and len(d.executors) == 3,
                            EPOCH_S * 4 + 10, "with the three executors and the initial load")
         assert not first.assignment_of("f1"), first.assignments  # the fast type costs more per request
@@ -129,9 +134,16 @@ def test_plans_follow_load_and_executor_failure(kafka_bootstrap, tmp_path):
         replies = [(t, f.result(timeout=90)) for t, f in futures]
         assert len(replies) == len(futures) > 100  # every request answered or dropped, none lost
         reasons = {r.reason for _, r in replies if not r.ok}
-        assert reasons <= {"early_drop", "deadline", "overload", "error"}
+        assert reasons <= {"early_drop", "deadline", "overload", "error", "timeout"}
         late = [r for t, r in replies if t >= recovered]
         assert late and sum(r.ok for r in late) >= 0.8 * len(late), [r.reason for r in late if not r.ok][:5]
+        # The requests went where the plans routed them: the survivor's own topic of each session.
+        routed = bus.subscribe([Topics(prefix).routed_requests(s, survivor) for s in SESSIONS], group=None)
+        seen = set()
+        for _ in range(20):
+            seen |= {m.topic for m in routed.poll(timeout_s=0.5)}
+        routed.close()
+        assert seen == {Topics(prefix).routed_requests(s, survivor) for s in SESSIONS}
         client.close()
     finally:
         stop.set()

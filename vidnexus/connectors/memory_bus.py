@@ -240,9 +240,15 @@ class MemoryBus:
         pairs = sorted((t, p) for t in consumer.topics if t in self._topics for p in range(len(self._topics[t])))
         if consumer.group is None:
             return pairs
+        # As Kafka's range assignor: each topic's partitions are spread over the members subscribed
+        # to that topic (members of one group may subscribe to different topics).
         members = self._groups[consumer.group].members
-        idx, n = members.index(consumer), len(members)
-        return [pair for i, pair in enumerate(pairs) if i % n == idx]
+        out = []
+        for t, p in pairs:
+            subs = [m for m in members if t in m.topics]
+            if p % len(subs) == subs.index(consumer):
+                out.append((t, p))
+        return out
 
     def _leave(self, consumer: "MemoryConsumer") -> None:
         for t in consumer.topics:

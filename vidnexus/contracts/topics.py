@@ -78,6 +78,16 @@ class Topics:
         """DNN requests of one session (its key, or the id an executor knows it by)."""
         return self._t(f"req.{session}")
 
+    def routed_requests(self, session: SessionKey | str, executor: str) -> str:
+        """DNN requests of one session that clients route to one executor by the plan's weights
+        (only that executor consumes them).
+
+        Example:
+            >>> Topics("p").routed_requests("lenet5-100ms", "gpu0")
+            'p.req.lenet5-100ms.via.gpu0'
+        """
+        return self._t(f"req.{session}.via.{executor}")
+
     def replies(self, client: str) -> str:
         """Replies to one client (a worker process)."""
         return self._t(f"replies.{client}")

@@ -8,7 +8,12 @@ session has 20: a session the worker just moved to starts from what the model's 
 and :meth:`ExecutorClient.reply_reserve_s` the reply's share of it (half), which callers take off
 their deadlines. Workers report the round trip per model for the latency split to reserve. A
 request given ``expires_wall`` that has no reply by then ends as a drop with reason ``timeout``,
-decided on the client's clock by its listener thread."""
+decided on the client's clock by its listener thread.
+
+Where a plan routes a session (:meth:`ExecutorClient.route`, a plan's ``routing``: session →
+executor → req/s), its requests go to the executors in proportion to those weights, each on its
+own topic (``Topics.routed_requests``), by smooth weighted round-robin; a session no plan routes
+goes to its shared request topic, which the executors serving it share in a consumer group."""
 
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ import uuid
 from collections import deque
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -31,9 +36,10 @@ from vidnexus.connectors.dead_letter import DeadLetters
 from vidnexus.contracts.replies import Reply
 from vidnexus.contracts.requests import InferRequest, decode_reply, encode_request
 from vidnexus.contracts.sessions import SessionKey
-from vidnexus.contracts.topics import REPLY_RETENTION_S, Topics
-from vidnexus.errors import CodecError, ConnectorError, VidnexusError
+from vidnexus.contracts.topics import REPLY_RETENTION_S, Topics, request_retention_s
+from vidnexus.errors import CodecError, ConfigError, ConnectorError, VidnexusError
 from vidnexus.gpu_executor.metrics import recent_quantile
+from vidnexus.gpu_executor.routing import Router
 
 __all__ = ["ExecutorClient", "hop_reserve"]
 
@@ -49,6 +55,13 @@ HOP_SAMPLES = 256
 
 HOP_MIN_SAMPLES = 20
 """Answered requests measured before a round trip is trusted (0 is reserved until then)."""
+
+
+def _retention(session_id: str) -> float | None:
+    try:
+        return request_retention_s(SessionKey.parse(session_id).slo_s)
+    except ConfigError:
+        return None
 
 
 def hop_reserve(round_trips_s: "deque[float] | list[float]", q: float = 0.9,
@@ -86,6 +99,8 @@ class ExecutorClient:
         self._hops: dict[str, deque[float]] = {}  # session → bus round trips of answered requests
         self._model_hops: dict[str, deque[float]] = {}  # model → the same, over all of its sessions
         self._lock = threading.Lock()
+        self._routers: dict[str, Router[str]] = {}
+        self._routed_topics: set[str] = set()  # created already
         self._stop = threading.Event()
         self._consumer = bus.subscribe([self.reply_topic], group=None, from_beginning=True)
         self._thread = threading.Thread(target=self._listen, daemon=True, name="vnx-client")
@@ -120,9 +135,36 @@ class ExecutorClient:
             for f in futs:
                 f.add_done_callback(forget_if_cancelled)
             req = InferRequest(rid, str(session_id), deadline_wall, self.reply_topic, tuple(chunk), **meta)
-            self.bus.publish(self.topics.requests(session_id), rid.encode(), encode_request(req))
+            self.bus.publish(self._topic_of(str(session_id)), rid.encode(), encode_request(req))
             out += futs
         return out
+
+    def route(self, routing: Mapping[str, Mapping[str, float]]) -> None:
+        """Route each session's requests to the executors a plan gives it, in proportion to the
+        plan's weights (``EpochPlan.routing``: session → executor → req/s); sessions it does not
+        name go to their shared request topic. A session whose weights did not change keeps its
+        round-robin's position."""
+        with self._lock:
+            old = self._routers
+            self._routers = {}
+            for sid, per in routing.items():
+                if not per:
+                    continue
+                r = Router(per)
+                kept = old.get(sid)
+                self._routers[sid] = kept if kept is not None and kept.weights == r.weights else r
+
+    def _topic_of(self, session_id: str) -> str:
+        with self._lock:
+            r = self._routers.get(session_id)
+            executor = r.next() if r is not None else None
+        if executor is None:
+            return self.topics.requests(session_id)
+        topic = self.topics.routed_requests(session_id, executor)
+        if topic not in self._routed_topics:  # the executor creates it too, when the plan reaches it
+            self.bus.create_topic(topic, 1, retention_s=_retention(session_id))
+            self._routed_topics.add(topic)
+        return topic
 
     def flush(self) -> None:
         self.bus.flush()

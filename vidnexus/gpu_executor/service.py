@@ -1,7 +1,9 @@
 """The executor as a service over the Bus: per-session request topics in, reply-to topics out.
 
-Requests are consumed in the ``<prefix>-executor`` consumer group (more executors share the
-partitions); each input of a request message becomes an
+Requests are consumed in the ``<prefix>-executor`` consumer group: each session's shared topic
+(the executors the plan gives it share its partitions) and, with ``routed_as``, this executor's own
+topic of each session it hosts, where clients that follow the plan send it its share
+(``Topics.routed_requests``, :meth:`~vidnexus.gpu_executor.client.ExecutorClient.route`). Each input of a request message becomes an
 :class:`~vidnexus.gpu_executor.executor.Executor` submission with the message's absolute deadline,
 and once every input is answered (outputs or an accounted drop) one reply message, a reply per
 input, is published to the request's ``reply_to`` topic keyed by request id. Offsets are committed only once every request read so far has
@@ -36,14 +38,16 @@ class ExecutorService:
     """Serve ``executor``'s sessions from the bus until :meth:`stop`."""
 
     def __init__(self, executor: Executor, bus: Bus, settings: Settings, *, clock: Clock | None = None,
-                 partitions: int = 4, dead_letters: DeadLetters | None = None) -> None:
+                 partitions: int = 4, dead_letters: DeadLetters | None = None, routed_as: str | None = None) -> None:
         self.executor, self.bus, self.settings = executor, bus, settings
         self.clock = clock or MonotonicClock()
         self.names = Topics(settings.topic_prefix)
+        self.routed_as = routed_as
         self.sessions: Sequence[str] = [s.session_id for s in executor.core.sessions()]
-        self.topics = [self.names.requests(s) for s in self.sessions]
+        self._planned: Sequence[str] | None = None  # the plan's sessions for this executor (None: all)
         for s in self.sessions:
             self._create_requests(s, partitions)
+        self.topics = self._wanted()
         self.dead_letters = (dead_letters or DeadLetters(bus, self.names, "executor")).expect("requests")
         self._stop = threading.Event()
         self._resubscribe = False
@@ -72,33 +76,46 @@ class ExecutorService:
             consumer.wakeup()  # a poll waiting for requests returns now
 
     def add_session(self, session_id: str, partitions: int = 4) -> None:
-        """A session the executor now hosts: its request topic exists and may be consumed."""
+        """A session the executor now hosts: its request topics exist and may be consumed."""
         if session_id not in self.sessions:
             self._create_requests(session_id, partitions)
             self.sessions = [*self.sessions, session_id]
+            self._follow()
 
     def _create_requests(self, session_id: str, partitions: int) -> None:
         slo = next((s.slo_s for s in self.executor.core.sessions() if s.session_id == session_id), None)
-        self.bus.create_topic(self.names.requests(session_id), partitions,
-                              retention_s=request_retention_s(slo) if slo is not None else None)
+        retention = request_retention_s(slo) if slo is not None else None
+        self.bus.create_topic(self.names.requests(session_id), partitions, retention_s=retention)
+        if self.routed_as:
+            self.bus.create_topic(self.names.routed_requests(session_id, self.routed_as), 1, retention_s=retention)
 
-    def remove_session(self, session_id: str) -> None:
-        """The executor no longer hosts this session: never consume its topic again."""
-        self.sessions = [s for s in self.sessions if s != session_id]
-        topic = self.names.requests(session_id)
-        with self._lock:
-            if topic in self.topics:
-                self.topics = [t for t in self.topics if t != topic]
-                self._resubscribe = True
+    def _wanted(self) -> list[str]:
+        """The shared request topics of the sessions the plan gives this executor (all it hosts
+        until a plan does), and its own routed topic of every session it hosts: requests clients
+        routed here before the plan moved a session away are still served."""
+        planned = self.sessions if self._planned is None else [s for s in self._planned if s in self.sessions]
+        out = [self.names.requests(s) for s in planned]
+        if self.routed_as:
+            out += [self.names.routed_requests(s, self.routed_as) for s in self.sessions]
+        return out
 
-    def set_sessions(self, session_ids: Sequence[str]) -> None:
-        """Consume only these sessions' request topics from now on (the plan moved the others away).
-        Requests already taken keep being served; the consumer group hands the partitions over."""
-        wanted = [self.names.requests(s) for s in session_ids if s in self.sessions]
+    def _follow(self) -> None:
+        wanted = self._wanted()
         with self._lock:
             if sorted(wanted) != sorted(self.topics):
                 self.topics = wanted
                 self._resubscribe = True
+
+    def remove_session(self, session_id: str) -> None:
+        """The executor no longer hosts this session: never consume its topics again."""
+        self.sessions = [s for s in self.sessions if s != session_id]
+        self._follow()
+
+    def set_sessions(self, session_ids: Sequence[str]) -> None:
+        """Consume only these sessions' shared request topics from now on (the plan moved the others
+        away). Requests already taken keep being served; the consumer group hands the partitions over."""
+        self._planned = list(session_ids)
+        self._follow()
 
     def _reply_when_done(self, reply_to: str, request_id: str, session_id: str, tp: tuple[str, int], offset: int,
                          futs: list[Future[Reply]], left: list[int], _: Future[Reply]) -> None:

@@ -15,6 +15,7 @@ import gc
 import logging
 import math
 import os
+import re
 import socket
 import threading
 from dataclasses import replace
@@ -163,6 +164,9 @@ class ExecutorRole:
         self.load = load or repository_loader(settings, device)
         self.inputs = inputs or repository_inputs(settings)
         self.id = executor_id or f"{socket.gethostname()}-{os.getpid()}"
+        if not re.fullmatch(r"[A-Za-z0-9._-]{1,100}", self.id):
+            raise ConfigError(f"--id {self.id!r}: use letters, digits, '.', '_' and '-' (it names the executor's "
+                              "request topics)")
         self.topics = Topics(settings.topic_prefix)
         self.stats_every_s = stats_every_s
         self.follow_plans = follow_plans
@@ -208,7 +212,7 @@ class ExecutorRole:
                                  clock=self.clock, metrics=self.metrics, prefix_groups=self.groups,
                                  group_runners=group_runners, workers=self.workers, order=self.order).start()
         self.service = ExecutorService(self.executor, self.bus, self.settings, clock=self.clock,
-                                       dead_letters=self.dead_letters)
+                                       dead_letters=self.dead_letters, routed_as=self.id)
         self.bus.create_topic(self.topics.stats, 1)
         if self.follow_plans:
             self._follower = PlanFollower(self.bus, self.topics, self.dead_letters)

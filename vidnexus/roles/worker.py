@@ -52,6 +52,9 @@ __all__ = ["WorkerRole", "WorkerStats", "Out", "unknown_models"]
 
 logger = logging.getLogger(__name__)
 
+ROUTE_PLANS_FOR_S = 120.0
+"""Requests are routed by a plan's weights only while the plan is younger than this when it arrives."""
+
 
 @dataclass(frozen=True, slots=True)
 class Out:
@@ -208,10 +211,16 @@ class WorkerRole:
             logger.warning("cannot publish the app report: %s", e)
 
     def follow_plan(self) -> None:
-        """Adopt the scheduler's latency split for this app once its sessions are served."""
+        """Route requests by the newest plan's weights, and adopt the scheduler's latency split for
+        this app once its sessions are served."""
         if self._follower is None:
             return
         plan = self._follower.newest()
+        if plan is not None:
+            # A plan older than this (a scheduler gone, or a previous run's last plan on the
+            # compacted topic) may name executors that are gone: the shared topics reach live ones.
+            fresh = self.clock.wall() - plan.ts <= ROUTE_PLANS_FOR_S
+            self.client.route(plan.routing if fresh else {})
         budgets = plan.split_to_adopt(self.app.name) if plan is not None else None
         if budgets is not None and budgets != self.backend.slos:
             logger.info("app %s: stage SLOs from the scheduler's split: %s ms", self.app.name, budgets)

@@ -23,26 +23,11 @@ from vidnexus.gpu_executor.backend import DutyCycle, SessionSpec
 from vidnexus.gpu_executor.batching import PolicyName
 from vidnexus.contracts.profile import Profile
 from vidnexus.control.squishy import Plan
+from vidnexus.gpu_executor.routing import Router
 from vidnexus.sim.loadgen import Arrival
 from vidnexus.sim.simulator import SimResult
 
 __all__ = ["simulate_cluster", "Router"]
-
-
-class Router:
-    """Smooth weighted round-robin over a session's devices (deterministic, proportional to rate)."""
-
-    def __init__(self, weights: Mapping[int, float]) -> None:
-        self.weights = dict(weights)
-        self.current = {k: 0.0 for k in weights}
-        self.total = sum(weights.values())
-
-    def next(self) -> int:
-        for k, w in self.weights.items():
-            self.current[k] += w
-        best = max(self.current, key=lambda k: self.current[k])
-        self.current[best] -= self.total
-        return best
 
 
 def simulate_cluster(

@@ -255,3 +255,19 @@ def test_compacted_topics_keep_everything():
     for i in range(100):
         bus.publish("registry", f"s{i}".encode(), bytes(100))
     assert bus.retained("registry")[0] == 100
+
+
+def test_members_of_one_group_subscribed_to_different_topics_each_get_their_own_topics_partitions():
+    """As Kafka's assignor: a topic's partitions go to the members subscribed to it (an executor's
+    own routed request topic to that executor, a shared topic's partitions split between them)."""
+    bus = MemoryBus()
+    for t, n in (("shared", 2), ("only-a", 1), ("only-b", 1)):
+        bus.create_topic(t, n)
+        for p in range(n):
+            bus.publish(t, f"{t}{p}".encode() if n > 1 else None, t.encode())
+    a = bus.subscribe(["shared", "only-a"], group="g")
+    b = bus.subscribe(["shared", "only-b"], group="g")
+    assert a.assignment() | b.assignment() == {("shared", 0), ("shared", 1), ("only-a", 0), ("only-b", 0)}
+    assert ("only-a", 0) in a.assignment() and ("only-b", 0) in b.assignment()
+    assert len({p for t, p in a.assignment() if t == "shared"}) == 1
+    assert {m.topic for m in drain(b, 2)} >= {"only-b"}
