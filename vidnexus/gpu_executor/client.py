@@ -162,7 +162,11 @@ class ExecutorClient:
             return self.topics.requests(session_id)
         topic = self.topics.routed_requests(session_id, executor)
         if topic not in self._routed_topics:  # the executor creates it too, when the plan reaches it
-            self.bus.create_topic(topic, 1, retention_s=_retention(session_id))
+            try:
+                self.bus.create_topic(topic, 1, retention_s=_retention(session_id))
+            except ConnectorError as e:  # the broker is away: the shared topic reaches the executors too
+                logger.warning("cannot create %s (%s): sending to the shared topic", topic, e)
+                return self.topics.requests(session_id)
             self._routed_topics.add(topic)
         return topic
 
