@@ -2,9 +2,12 @@
 server, every role as its own process (ingest, executor, scheduler, worker, sink), synthetic HUD
 streams ingested at real time, and one fault per run: a role killed (SIGKILL, restarted at once)
 or frozen past the group session timeout (SIGSTOP … SIGCONT), the broker killed and restarted, the
-store killed and restarted after a while, the scheduler restarted after many epochs, or
+store killed and restarted after a while, the scheduler restarted after many epochs,
 malformed records published on every topic the roles read (frames, requests, replies, rows,
-control, stats, apps).
+control, stats, apps), or — ``cluster-executor-dies`` — a cluster of three executors of two device
+types (two "cheap" at price 1, one "fast" at two threads and price 3) and two workers, where the
+executor serving the session is killed for good: the scheduler must re-home its session, on the
+other cheap executor, and every frame must still be accounted (``rehomed_in_s``, ``homes``).
 
 A run's verdict, from the store (under FINAL) and ingest's own status:
 
@@ -152,8 +155,9 @@ FAULTS: dict[str, Fault] = {f.name: f for f in [
     Fault("store-down-20s", "store", seconds=20.0),
     Fault("scheduler-restart", "scheduler-restart"),
     Fault("malformed", "malformed"),
+    Fault("cluster-executor-dies", "cluster"),
 ]}
-QUICK = ("kill-ingest", "broker-restart", "store-down-20s", "scheduler-restart", "malformed")
+QUICK = ("kill-ingest", "broker-restart", "store-down-20s", "scheduler-restart", "malformed", "cluster-executor-dies")
 """The faults ``make test`` runs (tests/reliability/test_faults.py)."""
 
 
@@ -181,6 +185,12 @@ class Verdict:
     seconds, so 0 does not mean there was no replay)."""
     dead_letters: dict[str, int] = field(default_factory=dict)
     dead_letters_expected: dict[str, int] = field(default_factory=dict)
+    homes: list[list[str]] = field(default_factory=list)
+    """``cluster-executor-dies``: the executors the plans route the app's requests to, before the
+    kill and after."""
+    rehomed_in_s: float = 0.0
+    """``cluster-executor-dies``: from the kill to the first plan that routes the app's requests to
+    live executors only (-1: none did)."""
     fault_at_s: float = 0.0
     recovered_in_s: float = 0.0
     """From the fault's end to the first frame accounted after it."""
@@ -191,7 +201,7 @@ class Verdict:
     def ok(self) -> bool:
         return not (self.lost or self.foreign or self.duplicates or self.answered_and_dropped or self.unaccounted
                     or self.roles_down or self.not_following or self.accounted != self.expected
-                    or self.dead_letters != self.dead_letters_expected)
+                    or self.dead_letters != self.dead_letters_expected or self.rehomed_in_s < 0)
 
 
 def expected_frames(url_seconds: float, fps: float = 10.0, sample_fps: float = 5.0) -> list[int]:
@@ -215,6 +225,7 @@ class Run:
                         VNX_CLICKHOUSE_URL=services.url, VNX_TOPIC_PREFIX=self.prefix, PYTHONPATH=str(ROOT),
                         VNX_DATA_DIR=str(data), VNX_CONNECT_TIMEOUT_S="10")
         self.roles: dict[str, Role] = {}
+        self.killed_for_good = ""
         self.restarted_wall = 0.0
         self.args = {"ingest": ["--poll", "1"], "executor": ["-s", SESSION, "--threads", "1", "--stats-every", "1"],
                      "scheduler": ["--epoch", "0.5", "--min-epoch", "0.2"], "worker": [APP_REF, "--concurrency", "8"],
@@ -230,19 +241,20 @@ class Run:
             for i, name in enumerate(self.names):
                 reg.add(StreamSpec(name, f"synthetic://hud?seed={200 + i}&fps=10&seconds={self.seconds:g}", fps=5.0,
                                    realtime=True, apps=(APP,)), check=False)
-            for r in ("executor", "sink", "scheduler", "worker"):
-                self.roles[r] = start_role(self.env, r, self.args[r])
+            for key, (r, args) in self.layout().items():
+                self.roles[key] = start_role(self.env, r, args)
             started = time.monotonic()
             self.roles["ingest"] = start_role(self.env, "ingest", self.args["ingest"])
             self.log(f"{self.fault.name}: roles up in {started - t0:.0f} s; streams {', '.join(self.names)}")
             while time.monotonic() - started < self.fault_at_s:
                 time.sleep(0.2)
             v.fault_at_s = round(time.monotonic() - started, 1)
-            fault_end = self.inject(store)
+            fault_end = self.inject(store, v)
             self.log(f"{self.fault.name}: fault over after {time.monotonic() - started:.0f} s")
             before = self.accounted(store)
             self.wait(store, v, before, fault_end, deadline_s=self.seconds + 240)
-            v.roles_down = [r for r, role in self.roles.items() if role.proc.poll() is not None]
+            v.roles_down = [r for r, role in self.roles.items()
+                            if role.proc.poll() is not None and r != self.killed_for_good]
             self.judge(store, v)
         finally:
             for r in self.roles.values():
@@ -251,10 +263,82 @@ class Run:
         v.wall_s = round(time.monotonic() - t0, 1)
         return v
 
-    def inject(self, store: ClickHouseStore) -> float:
+    CLUSTER = {"cheap-1": ("cheap", "1", "1"), "cheap-2": ("cheap", "1", "1"), "fast-1": ("fast", "3", "2")}
+    """``cluster-executor-dies``: executor id → (device type, price, threads)."""
+
+    def layout(self) -> dict[str, tuple[str, list[str]]]:
+        """The roles started before ingest: key → (role, its arguments)."""
+        out = {r: (r, self.args[r]) for r in ("executor", "sink", "scheduler", "worker")}
+        if self.fault.what == "cluster":
+            del out["executor"]
+            for eid, (kind, price, threads) in self.CLUSTER.items():
+                args = ["-s", SESSION, "--threads", threads, "--stats-every", "1", "--id", eid,
+                        "--device-type", kind, "--price", price]
+                out[f"executor:{eid}"] = ("executor", args)
+            out["worker:2"] = ("worker", self.args["worker"])
+        return out
+
+    def newest_plan(self, bus: Any, consumer: Any, timeout_s: float, cond: Callable[[Any], bool]) -> Any:
+        """The first plan on the control topic that ``cond`` accepts within ``timeout_s`` (None)."""
+        from vidnexus.contracts.plans import decode_plan
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for m in consumer.poll(timeout_s=0.5):
+                doc = decode_plan(m.value)
+                if cond(doc):
+                    return doc
+        return None
+
+    def kill_serving_executor(self, v: Verdict) -> None:
+        """Kill the executor the newest plan routes most of the model's requests to (the app's
+        session at its split SLO); time until a plan routes them to live executors only."""
+        from vidnexus.contracts.sessions import SessionKey
+        from vidnexus.contracts.topics import Topics
+
+        model = SessionKey.from_arg(SESSION).model
+
+        def homes(doc: Any) -> dict[str, float]:
+            out: dict[str, float] = {}
+            for sid, per in doc.routing.items():
+                if sid.startswith(f"{model}-"):
+                    for e, r in per.items():
+                        if r > 0:
+                            out[e] = out.get(e, 0.0) + r
+            return out
+
+        bus = self._bus()
+        c = bus.subscribe([Topics(self.prefix).control], group=None, from_beginning=True)
+        try:
+            before = self.newest_plan(bus, c, 10.0, lambda d: len(d.executors) == len(self.CLUSTER) and bool(homes(d)))
+            if before is None:
+                v.notes.append("no plan with the three executors and the app's load before the kill")
+                v.rehomed_in_s = -1.0
+                return
+            served = homes(before)
+            victim = max(served, key=lambda e: served[e])
+            v.homes.append(sorted(served))
+            self.killed_for_good = f"executor:{victim}"
+            r = self.roles[self.killed_for_good]
+            r.proc.send_signal(signal.SIGKILL)
+            r.proc.wait(10)
+            killed = time.monotonic()
+            after = self.newest_plan(bus, c, 60.0, lambda d: victim not in d.executors and bool(homes(d)))
+            if after is None:
+                v.rehomed_in_s = -1.0
+                return
+            v.rehomed_in_s = round(time.monotonic() - killed, 1)
+            v.homes.append(sorted(homes(after)))
+        finally:
+            c.close()
+            bus.close()
+
+    def inject(self, store: ClickHouseStore, v: Verdict) -> float:
         """Inject the fault; returns when it ended (monotonic)."""
         f = self.fault
-        if f.what == "kill":
+        if f.what == "cluster":
+            self.kill_serving_executor(v)
+        elif f.what == "kill":
             r = self.roles[f.role]
             r.proc.send_signal(signal.SIGKILL)
             r.proc.wait(10)

@@ -36,5 +36,11 @@ def test_the_pipeline_survives(services, fault, capsys, record_property):
     record_property("verdict", {**asdict(v), "ok": v.ok})  # for the suite's JSON (tests/reliability/report.py)
     assert v.ok, f"{v}\n{run.logs()}"
     assert v.expected == 2 * 150 and v.status.get("ok", 0) > 0
+    if fault == "cluster-executor-dies":
+        # Both times on the cheap type (more throughput per price), the second on the survivor,
+        # once the dead executor's stats were 3 s stale (3 × its 1-s period) and the next epoch ran.
+        (before, after) = v.homes
+        assert {*before, *after} <= {"cheap-1", "cheap-2"} and not set(before) & set(after)
+        assert 0 <= v.rehomed_in_s <= 10
     if fault == "store-down-20s":
         assert v.recovered_in_s >= 0  # frames were accounted again after the store came back

@@ -20,9 +20,11 @@ from typing import Mapping, Sequence
 
 from vidnexus.contracts.plans import EpochPlan, LatencySplit
 from vidnexus.contracts.profile import Profile
+from vidnexus.contracts.sessions import SessionKey
 from vidnexus.contracts.stats import ExecutorStats
 from vidnexus.control.fleet import DeviceType
 from vidnexus.control.squishy import Allocation, Node, Plan, SessionLoad
+from vidnexus.errors import ConfigError
 
 __all__ = ["loads_from_stats", "memory_capacity", "device_types", "prefix_groups", "merge_prefix_sessions", "assign_executors",
            "epoch_plan", "cover_idle_sessions"]
@@ -189,12 +191,26 @@ def epoch_plan(plan: Plan, *, generation: int, epoch: int, ts: float,
                      {k: round(v, 2) for k, v in (rates or {}).items()}, dict(splits or {}), tuple(executors))
 
 
-def cover_idle_sessions(plan: EpochPlan, stats: Mapping[str, ExecutorStats], retire_idle_s: float = 120.0) -> EpochPlan:
+def cover_idle_sessions(plan: EpochPlan, stats: Mapping[str, ExecutorStats], retire_idle_s: float = 120.0,
+                        previous: Sequence[str] = ()) -> EpochPlan:
     """Sessions with no load this epoch get no node from the planner, yet a burst may come: give
     each one to the least-assigned live executor that hosts its model, at batch 1 — except sessions
     a plan created (``origin`` "plan" in the executor's stats) that have had no request for
     ``retire_idle_s``: those are left unassigned (and listed in ``retired``), and executors retire
-    them. Sessions an executor was started with are always covered."""
+    them. Sessions an executor was started with are always covered.
+
+    ``previous``: the sessions the last plan assigned. One whose every host has died since (no live
+    executor reports it) is re-homed the same way, onto the least-assigned live executor that has
+    its model: workers may still send to it, and what was routed to the dead executor's own topic
+    is taken over there; it retires like any plan-created session.
+
+    Example (e1 died with a session of an earlier split; e2 has the model):
+        >>> from vidnexus.contracts.stats import SessionStats
+        >>> e2 = ExecutorStats("e2", "cpu", 0.0, sessions=(SessionStats("m-100ms", "m", 100.0, rate_recent=5.0),))
+        >>> doc = EpochPlan(1, 2, 0.0, {"e2": {"m-100ms": 4}}, {"m-100ms": {"e2": 5.0}})
+        >>> cover_idle_sessions(doc, {"e2": e2}, previous=["m-100ms", "m-95ms", "x-10ms"]).assignments
+        {'e2': {'m-100ms': 4, 'm-95ms': 1}}
+    """
     assignments = {e: dict(per) for e, per in plan.assignments.items()}
     routing = {s: dict(per) for s, per in plan.routing.items()}
     for eid in sorted(stats):
@@ -213,4 +229,17 @@ def cover_idle_sessions(plan: EpochPlan, stats: Mapping[str, ExecutorStats], ret
             assignments[target][s.session] = 1
             routing.setdefault(s.session, {})[target] = 0.0
             assigned.add(s.session)
+    reported = {x.session for st in stats.values() for x in st.sessions}
+    for sid in sorted(set(previous) - assigned - reported):
+        try:
+            model = SessionKey.parse(sid).model
+        except ConfigError:
+            continue
+        hosts = [e for e, d in stats.items() if any(x.model == model for x in d.sessions)]
+        if not hosts:  # no live executor has its model: nothing could serve it
+            continue
+        target = min(hosts, key=lambda e: (len(assignments[e]), e))
+        assignments[target][sid] = 1
+        routing.setdefault(sid, {})[target] = 0.0
+        assigned.add(sid)
     return replace(plan, assignments=assignments, routing=routing, retired=tuple(sorted(retired)))

@@ -114,6 +114,8 @@ class SchedulerState:
     last_alive: frozenset[str] = frozenset()
     last_reserves: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     """Per app, the reserves (ms per DNN node) its last split was made with."""
+    last_assigned: tuple[str, ...] = ()
+    """The sessions the last plan assigned (one whose hosts all die is re-homed, not forgotten)."""
     wanted_devices: int = 0
     """Devices the last packing needs, before it was mapped onto the live executors (more than
     are alive when they are too few): what an autoscaler of executors follows."""
@@ -205,8 +207,8 @@ def plan_epoch(now: float, ts: float, seen: Observed, state: SchedulerState,
     epoch = state.epoch + 1
     doc = epoch_plan(packing, generation=state.generation, epoch=epoch, ts=ts, extra_infeasible=short,
                      rates=rates, splits=splits, executors=live, members=members)
-    doc = cover_idle_sessions(doc, reports, cfg.retire_idle_s)
+    doc = cover_idle_sessions(doc, reports, cfg.retire_idle_s, state.last_assigned)
     reserves = {**state.last_reserves, **{a: dict(sp.reserve_ms) for a, sp in splits.items() if sp.ok}}
     return doc, replace(state, epoch=epoch, last_epoch_at=now, packing=packing,
                         last_rates=rates, last_alive=frozenset(live),
-                        last_reserves=reserves, wanted_devices=wanted)
+                        last_reserves=reserves, wanted_devices=wanted, last_assigned=tuple(sorted(doc.served())))

@@ -45,6 +45,7 @@ class ExecutorService:
         self.routed_as = routed_as
         self.sessions: Sequence[str] = [s.session_id for s in executor.core.sessions()]
         self._planned: Sequence[str] | None = None  # the plan's sessions for this executor (None: all)
+        self._adopted: Sequence[str] = ()  # routed topics of executors gone from the plans
         for s in self.sessions:
             self._create_requests(s, partitions)
         self.topics = self._wanted()
@@ -97,7 +98,7 @@ class ExecutorService:
         out = [self.names.requests(s) for s in planned]
         if self.routed_as:
             out += [self.names.routed_requests(s, self.routed_as) for s in self.sessions]
-        return out
+        return out + [t for t in self._adopted if t not in out]
 
     def _follow(self) -> None:
         wanted = self._wanted()
@@ -111,10 +112,16 @@ class ExecutorService:
         self.sessions = [s for s in self.sessions if s != session_id]
         self._follow()
 
-    def set_sessions(self, session_ids: Sequence[str]) -> None:
+    def set_sessions(self, session_ids: Sequence[str], adopted: Sequence[tuple[str, str]] = ()) -> None:
         """Consume only these sessions' shared request topics from now on (the plan moved the others
-        away). Requests already taken keep being served; the consumer group hands the partitions over."""
+        away), and the routed topics ``adopted`` — (session, executor) pairs of executors gone from
+        the plan, for sessions among these — so that what clients routed to a dead executor is
+        served. Requests already taken keep being served; the consumer group hands the partitions over."""
         self._planned = list(session_ids)
+        adopt = [self.names.routed_requests(s, e) for s, e in adopted if s in self.sessions]
+        for t in set(adopt) - set(self._adopted):  # it may never have been created (its executor died first)
+            self.bus.create_topic(t, 1)
+        self._adopted = adopt
         self._follow()
 
     def _reply_when_done(self, reply_to: str, request_id: str, session_id: str, tp: tuple[str, int], offset: int,

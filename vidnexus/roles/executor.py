@@ -188,6 +188,8 @@ class ExecutorRole:
         self._last_arrival: dict[str, float] = {}
         self._next_report = 0.0
         self._unknown_to_plans = False
+        self._routed_to: set[tuple[str, str]] = set()
+        """(session, executor) pairs plans have routed requests to: the topics that exist."""
         self._stop = threading.Event()
         self.outage = Outage(f"executor {self.id}", self.clock, give_up_s=settings.give_up_s)
         self.dead_letters = DeadLetters(bus, self.topics, f"executor {self.id}").expect("requests")
@@ -338,7 +340,11 @@ class ExecutorRole:
             if sid not in self.specs:
                 self.host(sid)
         self.executor.set_targets(mine)
-        self.service.set_sessions(list(mine))
+        # Requests clients routed to an executor the plans no longer list wait on its own topic:
+        # the executors now given its sessions take them over (the group gives each topic to one).
+        self._routed_to.update((sid, e) for sid, per in plan.routing.items() for e in per if e != self.id)
+        gone = sorted((sid, e) for sid, e in self._routed_to if sid in mine and e not in plan.executors)
+        self.service.set_sessions(list(mine), gone)
         logger.info("plan %d/%d: serving %s", plan.generation, plan.epoch, mine or "nothing")
         # Retire sessions plans created and no longer assign here (``retire_after_epochs`` in a row,
         # so a session moving between executors is not reloaded back and forth).

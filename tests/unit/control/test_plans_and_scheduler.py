@@ -259,3 +259,25 @@ def test_sessions_of_a_prefix_group_are_planned_as_the_one_merged_batch_they_run
     doc2, _ = plan_epoch(40.0, 40.0, Observed(stats={e: (40.0, report(e, shared)) for e in ("e1", "e2")}), state,
                          SchedulerConfig())
     assert doc2.assignments == doc.assignments and doc2.moved == 0
+
+
+def test_a_session_whose_executor_died_is_re_homed_even_with_no_load_left():
+    """e1 served an earlier split's session that no live executor reports once e1 is gone: workers
+    may still send to it (and clients routed requests to e1's own topic), so the next plan gives it
+    to e2, which has the model, instead of forgetting it."""
+    cfg = SchedulerConfig()
+    seen = Observed(stats={"e1": (0.0, stats("e1", {"m-150ms": 20.0})), "e2": (0.0, stats("e2", {"m-200ms": 1.0}))})
+    doc, state = plan_epoch(0.0, 0.0, seen, SchedulerState(generation=1), cfg)
+    assert "m-150ms" in doc.assignment_of("e1")
+    seen = Observed(stats={"e2": (30.0, stats("e2", {"m-200ms": 1.0}))})
+    doc, state = plan_epoch(30.0, 30.0, seen, state, cfg)
+    assert doc.executors == ("e2",) and set(doc.assignment_of("e2")) == {"m-150ms", "m-200ms"}
+    # e2 hosts it, it stays idle past retire_idle_s: retired like any plan-created session, not re-homed.
+    idle = replace(stats("e2", {"m-200ms": 1.0}), sessions=(
+        SessionStats("m-200ms", "m", 200, rate_recent=1.0),
+        SessionStats("m-150ms", "m", 150, origin="plan", idle_s=cfg.retire_idle_s + 1)))
+    doc, state = plan_epoch(200.0, 200.0, Observed(stats={"e2": (200.0, idle)}), state, cfg)
+    assert "m-150ms" not in doc.served() and doc.retired == ("m-150ms",)
+    e2_gone = Observed(stats={"e2": (230.0, stats("e2", {"m-200ms": 1.0}))})  # e2 retired it
+    doc, _ = plan_epoch(230.0, 230.0, e2_gone, state, cfg)
+    assert "m-150ms" not in doc.served()

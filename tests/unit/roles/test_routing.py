@@ -122,3 +122,34 @@ def test_workers_route_by_fresh_plans_only():
         assert set(role.client._routers) == {SID}
     finally:
         role.close()
+
+
+def test_what_was_routed_to_an_executor_gone_from_the_plans_is_served_by_the_one_given_its_session():
+    clock = FakeClock()
+    bus = MemoryBus(clock=clock)
+    key = SessionKey("m", 5000)
+    roles = {e: ExecutorRole(SETTINGS, [key], bus=bus, clock=clock, load=fake_load(clock), executor_id=e,
+                             stats_every_s=1e9).start() for e in ("e1", "e2")}
+    client = ExecutorClient(bus, SETTINGS, "c", clock=clock)
+    try:
+        both = EpochPlan(1, 1, 0.0, assignments={"e1": {SID: 4}, "e2": {SID: 4}},
+                         routing={SID: {"e1": 10.0, "e2": 10.0}}, executors=("e1", "e2"))
+        for r in roles.values():
+            r.apply(both)
+            r.step(timeout_s=0.0)
+        client.route(both.routing)
+        futs = [client.submit(SID, np.full(2, i, np.float32), slo_s=5.0) for i in range(6)]
+        # e2 dies before reading anything; the next plan gives the session to e1 alone.
+        roles["e2"].close()
+        alone = EpochPlan(1, 2, 0.0, assignments={"e1": {SID: 4}}, routing={SID: {"e1": 20.0}}, executors=("e1",))
+        roles["e1"].apply(alone)
+        assert T.routed_requests(SID, "e2") in roles["e1"].service.topics
+        while not all(f.done() for f in futs):
+            roles["e1"].step(timeout_s=0.0)
+        assert [f.result().output for f in futs] == [2.0 * i for i in range(6)]
+        # e2 is back in the plans: e1 leaves its topic to it.
+        roles["e1"].apply(both)
+        assert T.routed_requests(SID, "e2") not in roles["e1"].service.topics
+    finally:
+        client.close()
+        roles["e1"].close()
