@@ -6,7 +6,7 @@ and are answered on their reply-to topics (:class:`~vidnexus.gpu_executor.servic
 Every ``stats_every_s`` the role publishes :class:`~vidnexus.contracts.stats.ExecutorStats`; it
 follows the scheduler's plans: the batch sizes, which sessions' requests it consumes, new sessions a
 plan gives it (their model loaded first), and sessions a plan created and no longer assigns
-(retired after ``retire_after_epochs``, their models unloaded).
+(retired after ``retire_after_epochs`` plans and ``retire_after_s`` unassigned, their models unloaded).
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ class ExecutorRole:
     def __init__(self, settings: Settings, sessions: Sequence[SessionKey], *, bus: Bus, clock: Clock | None = None,
                  device: str = "cpu", policy: PolicyName = "early_drop", load: LoadModels | None = None,
                  executor_id: str | None = None, stats_every_s: float = 5.0, follow_plans: bool = True,
-                 retire_after_epochs: int = 3, metrics: ExecutorMetrics | None = None, workers: int = 2,
+                 retire_after_epochs: int = 3, retire_after_s: float = 30.0, metrics: ExecutorMetrics | None = None, workers: int = 2,
                  inputs: Callable[[str], Callable[[Any], Any] | None] | None = None,
                  order: Order = "laxity", allow_empty: bool = False, device_type: str = "",
                  price: float = 1.0) -> None:
@@ -170,7 +170,7 @@ class ExecutorRole:
         self.topics = Topics(settings.topic_prefix)
         self.stats_every_s = stats_every_s
         self.follow_plans = follow_plans
-        self.retire_after_epochs = retire_after_epochs
+        self.retire_after_epochs, self.retire_after_s = retire_after_epochs, retire_after_s
         self.metrics = metrics or ExecutorMetrics()
         self.workers = workers
         self.order: Order = order
@@ -183,13 +183,13 @@ class ExecutorRole:
         """Memory each loaded model holds on the device (reported with the stats; the planner's
         second capacity)."""
         self._follower: PlanFollower | None = None
-        self._unassigned: dict[str, int] = {}
+        self._unassigned: dict[str, tuple[int, float]] = {}  # session → (plans in a row, since)
         self._last_report: tuple[float, dict[str, int]] = (0.0, {})
         self._last_arrival: dict[str, float] = {}
         self._next_report = 0.0
         self._unknown_to_plans = False
-        self._routed_to: set[tuple[str, str]] = set()
-        """(session, executor) pairs plans have routed requests to: the topics that exist."""
+        self._seen_executors: set[str] = set()
+        """Every executor a plan listed as live: those gone since may have requests on their topics."""
         self._stop = threading.Event()
         self.outage = Outage(f"executor {self.id}", self.clock, give_up_s=settings.give_up_s)
         self.dead_letters = DeadLetters(bus, self.topics, f"executor {self.id}").expect("requests")
@@ -342,15 +342,19 @@ class ExecutorRole:
         self.executor.set_targets(mine)
         # Requests clients routed to an executor the plans no longer list wait on its own topic:
         # the executors now given its sessions take them over (the group gives each topic to one).
-        self._routed_to.update((sid, e) for sid, per in plan.routing.items() for e in per if e != self.id)
-        gone = sorted((sid, e) for sid, e in self._routed_to if sid in mine and e not in plan.executors)
+        self._seen_executors.update(plan.executors)
+        gone = sorted((sid, e) for sid in mine for e in self._seen_executors - set(plan.executors))
         self.service.set_sessions(list(mine), gone)
         logger.info("plan %d/%d: serving %s", plan.generation, plan.epoch, mine or "nothing")
-        # Retire sessions plans created and no longer assign here (``retire_after_epochs`` in a row,
-        # so a session moving between executors is not reloaded back and forth).
+        # Retire sessions plans created and no longer assign here (``retire_after_epochs`` plans in
+        # a row and ``retire_after_s``, so a session moving between executors is not reloaded back
+        # and forth, and clients that route by an older plan find it served meanwhile).
+        now = self.clock.now()
         for sid in [s for s in self.specs if s not in self.static]:
-            self._unassigned[sid] = 0 if sid in mine else self._unassigned.get(sid, 0) + 1
-            if self._unassigned[sid] >= self.retire_after_epochs:
+            n, since = self._unassigned.get(sid, (0, now))
+            self._unassigned[sid] = (0, now) if sid in mine else (n + 1, since)
+            n, since = self._unassigned[sid]
+            if n >= self.retire_after_epochs and now - since >= self.retire_after_s:
                 unloaded = self.executor.remove_session(sid)
                 for m in unloaded:
                     self.model_bytes.pop(m, None)

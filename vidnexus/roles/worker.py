@@ -52,6 +52,10 @@ __all__ = ["WorkerRole", "WorkerStats", "Out", "unknown_models"]
 
 logger = logging.getLogger(__name__)
 
+PLAN_EVERY_S = 0.5
+"""How often a worker looks for a newer plan (a cheap poll): its requests follow a plan's routing
+within this, before the executors retire what the plan moved (``retire_after_s``)."""
+
 ROUTE_PLANS_FOR_S = 120.0
 """Requests are routed by a plan's weights only while the plan is younger than this when it arrives."""
 
@@ -142,6 +146,7 @@ class WorkerRole:
         self._consumer: Consumer | None = None
         self._offsets = _Offsets()
         self._next_report = self.clock.now() + report_every_s
+        self._next_plan = self.clock.now()
         self._last_commit = self.clock.now()
         self._stop = threading.Event()
         self.summary = PeriodicSummary(f"worker {app.name}", "frames", start=self.clock.now())
@@ -227,12 +232,14 @@ class WorkerRole:
             self.backend.slos = budgets
 
     def housekeeping(self) -> None:
-        """Report and follow the plan when due."""
+        """Report when due; follow the plan every :data:`PLAN_EVERY_S`."""
         now = self.clock.now()
+        if now >= self._next_plan:
+            self._next_plan = now + PLAN_EVERY_S
+            self.follow_plan()
         if now >= self._next_report:
             self._next_report = now + self.report_every_s
             self.publish_report()
-            self.follow_plan()
             self.summarize()
 
     def summarize(self) -> None:

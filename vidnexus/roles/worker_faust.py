@@ -53,7 +53,7 @@ def run_faust_worker(app: App, settings: Settings, *, concurrency: int = 32, par
     import faust
 
     from vidnexus.connectors.factory import open_bus
-    from vidnexus.roles.worker import WorkerRole
+    from vidnexus.roles.worker import PLAN_EVERY_S, WorkerRole
 
     bus = open_bus(settings)  # raises a clear error when the broker is unreachable
     role = WorkerRole(settings, app, bus=bus, split=split, concurrency=concurrency, partitions=partitions)
@@ -169,10 +169,14 @@ def run_faust_worker(app: App, settings: Settings, *, concurrency: int = 32, par
 
     @fapp.timer(interval=role.report_every_s)  # type: ignore[untyped-decorator]  # faust: unannotated
     async def report() -> None:
-        """The app's DNN graph and measured fan-out for query analysis; the scheduler's split."""
+        """The app's DNN graph and measured fan-out for query analysis."""
         role.publish_report()
-        role.follow_plan()
         role.summarize()
+
+    @fapp.timer(interval=PLAN_EVERY_S)  # type: ignore[untyped-decorator]  # faust: unannotated
+    async def plans() -> None:
+        """The scheduler's newest plan: its routing, and the app's split."""
+        role.follow_plan()
 
     if on_ready is not None:
         @fapp.task  # type: ignore[untyped-decorator]  # faust: unannotated
