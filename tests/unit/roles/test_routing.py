@@ -7,14 +7,14 @@ import numpy as np
 from vidnexus.config import Settings
 from vidnexus.connectors.memory_bus import MemoryBus
 from vidnexus.contracts.plans import EpochPlan, encode_plan
-from vidnexus.contracts.profile import Profile
 from vidnexus.contracts.sessions import SessionKey
 from vidnexus.contracts.topics import Topics
 from vidnexus.gpu_executor.client import ExecutorClient
 from vidnexus.operators.chain import App
 from vidnexus.roles.executor import ExecutorRole
 from vidnexus.roles.worker import ROUTE_PLANS_FOR_S, WorkerRole
-from vidnexus.testing import FakeClock, FakeRunner
+from vidnexus.testing import FakeClock
+from tests.unit.roles.test_outages import fake_load
 
 SETTINGS = Settings(topic_prefix="rt")
 T = Topics("rt")
@@ -51,21 +51,17 @@ def test_a_routed_client_splits_a_sessions_requests_by_the_plans_weights():
         client.close()
 
 
-def fake_load(clock):
-    prof = Profile.linear(0.0001, 0.0005, 16)
-
-    def load(names):
-        return ({n: FakeRunner(prof, clock, fn=lambda x: float(x.sum())) for n in names}, {n: prof for n in names})
-    return load
+def two_executors():
+    """e1 and e2 hosting SID on one bus (each answers a request with the sum of its input), and a client."""
+    clock = FakeClock()
+    bus = MemoryBus(clock=clock)
+    roles = {e: ExecutorRole(SETTINGS, [SessionKey.parse(SID)], bus=bus, clock=clock, load=fake_load(clock),
+                             executor_id=e, stats_every_s=1e9).start() for e in ("e1", "e2")}
+    return roles, ExecutorClient(bus, SETTINGS, "c", clock=clock)
 
 
 def test_each_executor_serves_what_clients_route_to_it_even_after_the_plan_moves_the_session():
-    clock = FakeClock()
-    bus = MemoryBus(clock=clock)
-    key = SessionKey("m", 5000)
-    roles = {e: ExecutorRole(SETTINGS, [key], bus=bus, clock=clock, load=fake_load(clock), executor_id=e,
-                             stats_every_s=1e9).start() for e in ("e1", "e2")}
-    client = ExecutorClient(bus, SETTINGS, "c", clock=clock)
+    roles, client = two_executors()
     try:
         plan = EpochPlan(1, 1, 0.0, assignments={"e1": {SID: 4}, "e2": {SID: 4}},
                          routing={SID: {"e1": 10.0, "e2": 30.0}}, executors=("e1", "e2"))
@@ -125,12 +121,7 @@ def test_workers_route_by_fresh_plans_only():
 
 
 def test_what_was_routed_to_an_executor_gone_from_the_plans_is_served_by_the_one_given_its_session():
-    clock = FakeClock()
-    bus = MemoryBus(clock=clock)
-    key = SessionKey("m", 5000)
-    roles = {e: ExecutorRole(SETTINGS, [key], bus=bus, clock=clock, load=fake_load(clock), executor_id=e,
-                             stats_every_s=1e9).start() for e in ("e1", "e2")}
-    client = ExecutorClient(bus, SETTINGS, "c", clock=clock)
+    roles, client = two_executors()
     try:
         both = EpochPlan(1, 1, 0.0, assignments={"e1": {SID: 4}, "e2": {SID: 4}},
                          routing={SID: {"e1": 10.0, "e2": 10.0}}, executors=("e1", "e2"))
