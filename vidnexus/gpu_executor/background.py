@@ -1,0 +1,61 @@
+"""Delay-tolerant work beside real-time sessions (DeepQuery, MMSys'19; ../shared/reference/
+other-papers.md): how large a batch of background work — re-processing a stored video, a backfill,
+WEG's retraining — may run now without delaying any real-time batch. Pure: times are given, ``now``
+included, so the simulator and the executor decide alike.
+
+DeepQuery's rule, without preemption: sort the upcoming real-time start times t_1 ≤ t_2 ≤ …; with
+N devices of which N_bg already run background work, k = N − N_bg devices are left for real time,
+and the k-th upcoming real-time start bounds the background batch: D_budget = t_k − now if k ≤
+the number of upcoming starts, else unbounded. The batch shrinks until its duration fits the
+budget; if not even one item fits, the work waits.
+
+Example (one device; the next real-time batch must start in 50 ms; ℓ(b) = 10 ms + 5 ms · b):
+    >>> lat = lambda b: 0.010 + 0.005 * b
+    >>> background_batch(0.0, [0.120, 0.050], lat, pending=100, max_batch=16)
+    8
+    >>> background_batch(0.0, [0.120, 0.050], lat, pending=100, max_batch=16, devices=2)  # t_2 = 120 ms
+    16
+    >>> background_batch(0.045, [0.050], lat, pending=100, max_batch=16)  # 5 ms left: wait
+    0
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+__all__ = ["background_budget", "background_batch"]
+
+
+def background_budget(now: float, rt_starts: Sequence[float], devices: int = 1, running: int = 0) -> float:
+    """Seconds a background batch started now may take: until the k-th upcoming real-time start,
+    k = ``devices`` − ``running`` (devices already running background work); unbounded when fewer
+    real-time starts are coming; 0 when no device is left for real time.
+
+    Example:
+        >>> background_budget(1.0, [1.5, 1.2, 0.9])  # a start already due counts as now
+        0.0
+        >>> background_budget(1.0, [1.5, 1.2], devices=3)
+        inf
+    """
+    if devices < 1 or running < 0:
+        raise ValueError(f"devices must be ≥ 1 and running ≥ 0, got {devices} and {running}")
+    k = devices - running
+    if k <= 0:
+        return 0.0
+    upcoming = sorted(rt_starts)
+    if k > len(upcoming):
+        return math.inf
+    return max(0.0, upcoming[k - 1] - now)
+
+
+def background_batch(now: float, rt_starts: Sequence[float], latency: Callable[[int], float], *, pending: int,
+                     max_batch: int, devices: int = 1, running: int = 0) -> int:
+    """The largest batch b ≤ min(``pending``, ``max_batch``) with ``latency(b)`` within
+    :func:`background_budget`; 0 when none fits (the background work waits). ``latency`` is the
+    planning latency of the background model (non-decreasing in b)."""
+    budget = background_budget(now, rt_starts, devices, running)
+    b = min(pending, max_batch)
+    while b > 0 and latency(b) > budget:
+        b -= 1
+    return b
