@@ -122,20 +122,22 @@ def plan_fleet(sessions: Sequence[SessionLoad], types: Sequence[DeviceType],
     if len(by_name) != len(types):
         raise ValueError("device types must have distinct names")
     ranks: dict[str, list[str]] = {}
+    costs: dict[str, dict[str, float]] = {}  # session → type → price per req/s of its throughput there
     infeasible: list[tuple[str, str]] = []
     for s in sessions:
         r = rank(s, types, k_std)
         if r:
             ranks[s.session_id] = [name for _, name in r]
+            costs[s.session_id] = {name: c for c, name in r}
         elif s.rate > 0:
             infeasible.append((s.session_id, f"no device type ({', '.join(sorted(by_name))}) serves {s.model} "
                                              f"within {s.slo_s * 1000:.0f} ms"))
     load = {s.session_id: s for s in sessions if s.session_id in ranks}
-    best = _greedy(load, ranks, by_name, previous or {}, k_std)
+    best = _greedy(load, ranks, costs, by_name, previous or {}, k_std)
     if len(types) > 1:
         for t in types:
             without = {sid: [x for x in r if x != t.name] or r for sid, r in ranks.items()}
-            other = _greedy(load, without, by_name, previous or {}, k_std)
+            other = _greedy(load, without, costs, by_name, previous or {}, k_std)
             if _worse(best[0], other[0], by_name):
                 best = other
     plans, home = best
@@ -152,8 +154,9 @@ def _worse(a: Mapping[str, Plan], b: Mapping[str, Plan], types: Mapping[str, Dev
     return over_a > over_b or (over_a == over_b and cost_a > cost_b + 1e-9)
 
 
-def _greedy(load: Mapping[str, SessionLoad], ranks: Mapping[str, list[str]], types: Mapping[str, DeviceType],
-            previous: Mapping[str, Plan], k_std: float) -> tuple[dict[str, Plan], dict[str, str]]:
+def _greedy(load: Mapping[str, SessionLoad], ranks: Mapping[str, list[str]], costs: Mapping[str, Mapping[str, float]],
+            types: Mapping[str, DeviceType], previous: Mapping[str, Plan], k_std: float
+            ) -> tuple[dict[str, Plan], dict[str, str]]:
     """Each session on the first type of its rank; types over their count shed, packed again."""
     step = {sid: 0 for sid in ranks}  # index into the session's rank
     plans: dict[str, Plan] = {}
@@ -167,19 +170,20 @@ def _greedy(load: Mapping[str, SessionLoad], ranks: Mapping[str, list[str]], typ
         for name, p in plans.items():
             count = types[name].count
             if count is not None and p.devices > count:
-                moved |= _shed(name, count, members[name], ranks, step, types, plans, k_std)
+                moved |= _shed(name, count, members[name], ranks, costs, step, types, plans)
         if not moved:
             break
     return plans, {sid: ranks[sid][k] for sid, k in step.items()}
 
 
 def _shed(name: str, count: int, members: list[SessionLoad], ranks: Mapping[str, list[str]],
-          step: dict[str, int], types: Mapping[str, DeviceType], plans: Mapping[str, Plan], k_std: float) -> bool:
+          costs: Mapping[str, Mapping[str, float]], step: dict[str, int], types: Mapping[str, DeviceType],
+          plans: Mapping[str, Plan]) -> bool:
     """Move sessions off type ``name`` onto their next type with room, those whose cost per request
     rises least first, until what stays needs no more than ``count`` devices of this type by
     Σ rate / saturated throughput. Whether any moved."""
-    def thr(s: SessionLoad, t: str) -> float:
-        return saturate(s, types[t].profiles[s.model], k_std)[1]
+    def devices_here(s: SessionLoad) -> float:  # rate / throughput = rate × cost / price
+        return s.rate * costs[s.session_id][name] / types[name].price
 
     def nxt(s: SessionLoad) -> str | None:
         r, k = ranks[s.session_id], step[s.session_id] + 1
@@ -189,12 +193,12 @@ def _shed(name: str, count: int, members: list[SessionLoad], ranks: Mapping[str,
         return r[k] if c is None or (r[k] not in plans and c > 0) or plans[r[k]].devices < c else None
 
     movable = [(s, t) for s in members if (t := nxt(s)) is not None]
-    movable.sort(key=lambda x: (types[x[1]].price / thr(x[0], x[1]) / (types[name].price / thr(x[0], name)),
-                                -x[0].rate, x[0].session_id))
-    left = sum(s.rate / thr(s, name) for s in members)
+    movable.sort(key=lambda x: (costs[x[0].session_id][x[1]] / costs[x[0].session_id][name], -x[0].rate,
+                                x[0].session_id))
+    left = sum(devices_here(s) for s in members)
     for s, _ in movable:
         step[s.session_id] += 1
-        left -= s.rate / thr(s, name)
+        left -= devices_here(s)
         if math.ceil(left - 1e-9) <= count:
             break
     return bool(movable)

@@ -121,6 +121,18 @@ class Item:
         return f"Item({self.sid!r}, b={self.b}, d={self.d:.4f}, cap={self.cap:.4f}, occ={self.occ:.3f})"
 
 
+def busy_at(items: Sequence[Item], d: float, limit: float = math.inf) -> float:
+    """Busy time of ``items`` sharing duty cycle d, each at :meth:`Item.batch_at` (inlined: the
+    packer's innermost loop); stops counting past ``limit``."""
+    busy = 0.0
+    for y in items:
+        b = ceil(d * y.rate - RATE_EPS)
+        busy += y.lat[b if b > 0 else 1]
+        if busy > limit:
+            break
+    return busy
+
+
 def make_item(sid: str, model: str, slo: float, rate: float, t: LatencyTable, mem: int = 0) -> Item | None:
     """The residual load of ``rate`` req/s (Nexus SCHEDULERESIDUE, generalised): the longest duty
     cycle the SLO allows, cap = max d with d + ℓ(⌈d·r⌉) ≤ L, and on it or the batch boundaries
@@ -200,13 +212,7 @@ class Bin:
 
     def busy_at(self, d: float, limit: float = math.inf) -> float:
         """Busy time of the items on duty cycle d (stops counting past ``limit``)."""
-        busy = 0.0
-        for y in self.items:
-            b = ceil(d * y.rate - RATE_EPS)
-            busy += y.lat[b if b > 0 else 1]
-            if busy > limit:
-                break
-        return busy
+        return busy_at(self.items, d, limit)
 
     def try_add(self, x: Item, cap: float, stretch: bool = True) -> tuple[float, float] | None:
         """(duty cycle, busy time) of the best way to add ``x``, or None if it does not fit: on the
@@ -434,15 +440,9 @@ def least_cycle(items: Sequence[Item], cap: float = math.inf) -> tuple[float, fl
     for d in cands:
         if d <= 0:
             continue
-        busy = 0.0
-        for y in items:
-            b = ceil(d * y.rate - RATE_EPS)
-            busy += y.lat[b if b > 0 else 1]
-            if busy > d + EPS:
-                break
-        else:
-            if best is None or busy / d < best[1] / best[0]:
-                best = (d, busy)
+        busy = busy_at(items, d, d + EPS)
+        if busy <= d + EPS and (best is None or busy / d < best[1] / best[0]):
+            best = (d, busy)
     return best
 
 

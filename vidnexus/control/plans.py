@@ -217,6 +217,13 @@ def cover_idle_sessions(plan: EpochPlan, stats: Mapping[str, ExecutorStats], ret
         assignments.setdefault(eid, {})
     assigned = {sid for per in assignments.values() for sid in per}
     retired: set[str] = set()
+
+    def home(sid: str, hosts: Sequence[str]) -> None:  # the least-assigned host, at batch 1
+        target = min(hosts, key=lambda e: (len(assignments[e]), e))
+        assignments[target][sid] = 1
+        routing.setdefault(sid, {})[target] = 0.0
+        assigned.add(sid)
+
     for _, st in sorted(stats.items()):
         for s in st.sessions:
             if s.session in assigned or s.session in retired:
@@ -224,11 +231,7 @@ def cover_idle_sessions(plan: EpochPlan, stats: Mapping[str, ExecutorStats], ret
             if s.origin == "plan" and s.idle_s >= retire_idle_s:
                 retired.add(s.session)
                 continue
-            hosts = [e for e, d in stats.items() if any(x.session == s.session for x in d.sessions)]
-            target = min(hosts, key=lambda e: (len(assignments[e]), e))
-            assignments[target][s.session] = 1
-            routing.setdefault(s.session, {})[target] = 0.0
-            assigned.add(s.session)
+            home(s.session, [e for e, d in stats.items() if any(x.session == s.session for x in d.sessions)])
     reported = {x.session for st in stats.values() for x in st.sessions}
     for sid in sorted(set(previous) - assigned - reported):
         try:
@@ -238,8 +241,5 @@ def cover_idle_sessions(plan: EpochPlan, stats: Mapping[str, ExecutorStats], ret
         hosts = [e for e, d in stats.items() if any(x.model == model for x in d.sessions)]
         if not hosts:  # no live executor has its model: nothing could serve it
             continue
-        target = min(hosts, key=lambda e: (len(assignments[e]), e))
-        assignments[target][sid] = 1
-        routing.setdefault(sid, {})[target] = 0.0
-        assigned.add(sid)
+        home(sid, hosts)
     return replace(plan, assignments=assignments, routing=routing, retired=tuple(sorted(retired)))

@@ -202,8 +202,7 @@ def plan_epoch(now: float, ts: float, seen: Observed, state: SchedulerState,
             placed, over = assign_executors(fleet.plans[t.name], [e for e in live if reports[e].kind == t.name])
             nodes += placed.nodes
             short += over
-    whole = fleet.combined()
-    packing = replace(whole, nodes=tuple(nodes))
+    packing = replace(fleet.combined(), nodes=tuple(nodes))  # the nodes on executors
     epoch = state.epoch + 1
     doc = epoch_plan(packing, generation=state.generation, epoch=epoch, ts=ts, extra_infeasible=short,
                      rates=rates, splits=splits, executors=live, members=members)

@@ -183,7 +183,7 @@ class ExecutorRole:
         """Memory each loaded model holds on the device (reported with the stats; the planner's
         second capacity)."""
         self._follower: PlanFollower | None = None
-        self._unassigned: dict[str, tuple[int, float]] = {}  # session → (plans in a row, since)
+        self._unassigned: dict[str, tuple[int, float]] = {}  # session → (plans in a row without it, since)
         self._last_report: tuple[float, dict[str, int]] = (0.0, {})
         self._last_arrival: dict[str, float] = {}
         self._next_report = 0.0
@@ -351,10 +351,12 @@ class ExecutorRole:
         # and forth, and clients that route by an older plan find it served meanwhile).
         now = self.clock.now()
         for sid in [s for s in self.specs if s not in self.static]:
+            if sid in mine:
+                self._unassigned.pop(sid, None)
+                continue
             n, since = self._unassigned.get(sid, (0, now))
-            self._unassigned[sid] = (0, now) if sid in mine else (n + 1, since)
-            n, since = self._unassigned[sid]
-            if n >= self.retire_after_epochs and now - since >= self.retire_after_s:
+            self._unassigned[sid] = (n + 1, since)
+            if n + 1 >= self.retire_after_epochs and now - since >= self.retire_after_s:
                 unloaded = self.executor.remove_session(sid)
                 for m in unloaded:
                     self.model_bytes.pop(m, None)
