@@ -40,6 +40,9 @@ SUMMARY_KEYS = {
     "apps": {"traffic_baseline_fps", "dance_baseline_fps", "game_baseline_fps", "frames_sent", "frames_accounted"},
     "apps-real": {"hudtext_kafka_fps", "hudtext_embedded_fps", "hudtext_kafka_over_embedded", "people_kafka_fps",
                   "people_embedded_fps", "people_kafka_over_embedded", "frames_sent", "frames_accounted"},
+    "colocate": {"colocate_rt_attainment", "colocate_rt_attainment_dedicated", "colocate_rt_attainment_unsized",
+                 "colocate_background_share", "colocate_background_share_unsized", "sim_colocate_rt_attainment",
+                 "sim_colocate_rt_attainment_unsized", "sim_colocate_background_share_half_load"},
     "soak": {"rss_growth_pct_max", "fd_growth_max", "topics_start", "topics_end", "slo_attainment", "frames",
              "frames_lost"},
 }

@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, str] = {
     "preprocess": "vidnexus.benchmarks.preprocess_bench",
     "apps": "vidnexus.benchmarks.apps_bench",
     "apps-real": "vidnexus.benchmarks.apps_real",
+    "colocate": "vidnexus.benchmarks.colocate",
 }
 """Benchmark name → module with ``run(quick, console)`` (imported only when that benchmark runs)."""
 

@@ -24,7 +24,11 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
-__all__ = ["background_budget", "background_batch"]
+__all__ = ["background_budget", "background_batch", "latest_end", "next_arrival", "GAP_SHARE"]
+
+GAP_SHARE = 0.9
+"""A real-time session's next request is expected no sooner than this share of its shortest recent
+gap after its last one (:func:`next_arrival`): a periodic stream's period, less 10% for jitter."""
 
 
 def background_budget(now: float, rt_starts: Sequence[float], devices: int = 1, running: int = 0) -> float:
@@ -59,3 +63,38 @@ def background_batch(now: float, rt_starts: Sequence[float], latency: Callable[[
     while b > 0 and latency(b) > budget:
         b -= 1
     return b
+
+
+def next_arrival(now: float, last: float | None, gaps: Sequence[float], share: float = GAP_SHARE) -> float:
+    """When a real-time session's next request may arrive: ``share`` of its shortest recent gap
+    after its ``last`` arrival, never before ``now``; ``now`` when it has no gaps yet (a request
+    may arrive any moment). DeepQuery has clients announce their next request (FutureQuery);
+    sampled camera streams are periodic, so their past gaps announce it.
+
+    Example:
+        >>> next_arrival(1.00, last=0.95, gaps=[0.100, 0.101, 0.099])  # 30 fps: the next ~0.089 s on
+        1.0391
+        >>> next_arrival(1.00, last=0.80, gaps=[0.100]), next_arrival(1.00, None, [])
+        (1.0, 1.0)
+    """
+    if last is None or not gaps:
+        return now
+    return round(max(now, last + share * min(gaps)), 9)
+
+
+def latest_end(batches: Sequence[tuple[float, float]]) -> float:
+    """The latest time a background batch may end so that the real-time ``batches`` —
+    (latest start, duration) each, run one after another on the device in latest-start order —
+    all still start in time: min over k of (k-th latest start − the durations before it).
+    Unbounded when there are none.
+
+    Example (two batches that must start by 100 ms and 120 ms, 30 ms each: the second waits for
+    the first, so the device must be free by 90 ms):
+        >>> latest_end([(0.120, 0.030), (0.100, 0.030)])
+        0.09
+    """
+    end, before = math.inf, 0.0
+    for start, duration in sorted(batches):
+        end = min(end, start - before)
+        before += duration
+    return round(end, 12)

@@ -39,6 +39,7 @@ class SimResult:
     end_s: float = 0.0
     per_session: dict[str, Counter[str]] = field(default_factory=dict)
     latencies: list[float] = field(default_factory=list)
+    unfinished: int = 0
 
     @property
     def dropped(self) -> int:
@@ -65,8 +66,10 @@ def simulate(
     seed: int = 0,
     actual: Mapping[str, Callable[[int], float]] | None = None,
     order: Order = "laxity",
+    until_s: float | None = None,
 ) -> SimResult:
-    """Run ``trace`` through one simulated device.
+    """Run ``trace`` through one simulated device (until it is served, or until ``until_s``: no
+    batch starts after it, and requests still queued then are counted in ``unfinished``).
 
     Args:
         noise_cv: coefficient of variation of the simulated batch latency (0 = exact profile).
@@ -96,11 +99,15 @@ def simulate(
             if shed is not None:
                 record_drop(shed.session_id, shed.reason)
             i += 1
+        if until_s is not None and t >= until_s:
+            res.unfinished = core.queued() + (n - i)
+            break
         step = core.schedule(t)
         for d in step.dropped:
             record_drop(d.session_id, d.reason)
         if step.dispatch is None:
             if i >= n:
+                res.unfinished = core.queued()
                 break
             t = max(t, trace[i].t)
             continue

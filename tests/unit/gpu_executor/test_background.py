@@ -33,3 +33,75 @@ def test_the_batch_shrinks_until_it_ends_before_the_next_real_time_start():
     # Not even one item fits (ℓ(1) = 24 ms > 20 ms): the work waits.
     assert background_batch(0.0, [0.020], lat, pending=100, max_batch=32) == 0
     assert background_batch(0.0, [0.060], lat, pending=0, max_batch=32) == 0
+
+
+# -- in the duty cycle: background sessions fill the slack of real-time ones -----------------------
+
+from vidnexus.gpu_executor.backend import DutyCycle, SessionSpec  # noqa: E402
+from vidnexus.gpu_executor.background import latest_end, next_arrival  # noqa: E402
+from vidnexus.sim.loadgen import merge, uniform_arrivals  # noqa: E402
+from vidnexus.sim.simulator import simulate  # noqa: E402
+
+RT = Profile.linear(0.002, 0.008, 16)  # ℓ(b) = 8 ms + 2 ms · b
+BG = Profile.linear(0.004, 0.010, 32)  # ℓ(b) = 10 ms + 4 ms · b
+
+
+def _core() -> DutyCycle:
+    return DutyCycle([SessionSpec("live", "rt", 0.050), SessionSpec("old", "bg", math.inf, background=True)],
+                     {"rt": RT, "bg": BG}, targets={"live": 1, "old": 32})
+
+
+def test_real_time_batches_in_sequence_bound_when_the_device_must_be_free():
+    assert latest_end([]) == math.inf
+    assert latest_end([(0.100, 0.030)]) == pytest.approx(0.100)
+    # The later batch is the binding one: it must start by 0.105 and waits for the first (30 ms).
+    assert latest_end([(0.100, 0.030), (0.105, 0.030)]) == pytest.approx(0.075)
+    assert next_arrival(0.5, last=0.4, gaps=[0.2, 0.05]) == pytest.approx(0.5)  # the shortest gap, never before now
+    assert next_arrival(0.3, last=0.2, gaps=[0.2, 0.3]) == pytest.approx(0.38)
+
+
+def test_a_background_batch_ends_before_the_next_real_time_request_must_start():
+    core = _core()
+    for k in range(3):  # a 10 fps live stream: arrivals 100 ms apart, each served at once
+        assert core.enqueue("live", k, deadline=0.1 * k + 0.050, now=0.1 * k) is None
+        assert core.schedule(0.1 * k).dispatch.request_ids == (k,)
+    for k in range(100):
+        core.enqueue("old", 100 + k, math.inf, 0.21)
+    # At 0.21 the next live request is expected at 0.2 + 0.09 = 0.29 and must start by
+    # 0.29 + 0.050 − ℓ(1) = 0.33; one more live batch kept clear (RESERVE_BATCHES = 2): the device must
+    # be free by 0.32, so the background batch may take 110 ms: b = 25 (10 + 4·25 = 110 ms).
+    step = core.schedule(0.21)
+    assert step.dispatch.session_id == "old" and step.dispatch.batch == 25
+    assert 0.21 + BG.latency(25) <= core.rt_deadline(0.21) + 1e-9 < 0.21 + BG.latency(26)
+
+
+def test_queued_real_time_work_runs_first_and_background_waits_rather_than_delay_it():
+    core = _core()
+    core.enqueue("old", 1, math.inf, 0.0)
+    core.enqueue("live", 2, deadline=0.050, now=0.0)
+    assert core.schedule(0.0).dispatch.session_id == "live"
+    # Right after, a new live request is expected any moment (no gaps yet): budget 50 − 2 · 10 = 30 ms
+    # fits ℓ(1) = 14 ms of background.
+    assert core.schedule(0.010).dispatch.session_id == "old"
+    # A live request queued with 15 ms left to its deadline: it runs; background does not start.
+    core.enqueue("old", 3, math.inf, 0.02)
+    core.enqueue("live", 4, deadline=0.045, now=0.03)
+    assert core.schedule(0.030).dispatch.session_id == "live"
+    # A tight SLO leaves no slack at all: the background item waits, and nothing is dropped.
+    tight = DutyCycle([SessionSpec("live", "rt", 0.020), SessionSpec("old", "bg", math.inf, background=True)],
+                      {"rt": RT, "bg": BG})
+    tight.enqueue("old", 1, math.inf, 0.0)
+    step = tight.schedule(0.0)
+    assert step.dispatch is None and step.dropped == () and tight.queued("old") == 1
+
+
+def test_colocated_background_work_leaves_every_real_time_request_on_time():
+    live = uniform_arrivals(25, 10.0, "live")  # 40 ms apart
+    backlog = [a for a in uniform_arrivals(1000, 1.0, "old")]  # 1,000 items queued in the first second
+    specs = [SessionSpec("live", "rt", 0.050), SessionSpec("old", "bg", math.inf, background=True)]
+    alone = simulate(specs[:1], {"rt": RT}, live)
+    both = simulate(specs, {"rt": RT, "bg": BG}, merge(live, backlog))
+    assert alone.per_session["live"]["on_time"] == both.per_session["live"]["on_time"] == len(live)
+    done = both.per_session["old"]["on_time"]
+    # The live stream keeps the device ~25% busy; background work gets a large share of the rest.
+    assert done == 1000 and both.end_s < 10.5
