@@ -57,8 +57,13 @@ def test_a_user_app_writes_the_same_rows_embedded_and_distributed(kafka_bootstra
     if (data / "profiles").exists():
         (emb_data / "profiles").symlink_to(data / "profiles", target_is_directory=True)
     args = [sys.executable, "-m", "vidnexus", "run", APP_REF, "--fps", "5", "--until", "3"]
+    # One stream is a backfill (re-processing stored video): its frames take the backfill topic and
+    # worker and carry no deadline; its rows are the same.
+    def backfill(s: str) -> bool:
+        return s.startswith(f"{tag}-cam1=")
+
     for s in streams:
-        args += ["--stream", s]
+        args += ["--backfill" if backfill(s) else "--stream", s]
     # Frames go over Kafka as JPEG and, by default, uncompressed on the in-memory bus: the same app reads
     # slightly different pixels of the real video (a digit can flip). Same bytes, same rows: JPEG here too.
     p = subprocess.run(args, env=dict(base, VNX_BUS="memory", VNX_STORE="chdb", VNX_DATA_DIR=str(emb_data),
@@ -94,10 +99,13 @@ def test_a_user_app_writes_the_same_rows_embedded_and_distributed(kafka_bootstra
                            ready="executor: serving", log=log))
         procs.append(start(env, "sink", "--max-delay", "0.3", ready="sink:", log=log))
         procs.append(start(env, "worker", APP_REF, ready="started", log=log))
+        procs.append(start(env, "worker", APP_REF, "--backfill", ready="started", log=log))
         for s in streams:
             name, url = s.split("=", 1)
             subprocess.run([sys.executable, "-m", "vidnexus", "streams", "add", name, url, "--fps", "5",
-                            "--until", "3", "--rate", "max", "--app", APP_REF], env=env, check=True, capture_output=True, timeout=60)
+                            "--until", "3", "--rate", "max", "--app", APP_REF,
+                            "--mode", "backfill" if backfill(s) else "live"],
+                           env=env, check=True, capture_output=True, timeout=60)
         ingest = subprocess.run([sys.executable, "-m", "vidnexus", "ingest", "--once", "--poll", "0.5"], env=env,
                                 capture_output=True, text=True, timeout=300)
         assert ingest.returncode == 0, ingest.stderr[-2000:]

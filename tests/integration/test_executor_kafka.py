@@ -1,6 +1,7 @@
 """Two models served by a `vidnexus executor` process over the real broker; replies reach the
 right callers; malformed requests are dead-lettered; stats are published."""
 
+import math
 import os
 import socket
 import subprocess
@@ -56,8 +57,13 @@ def test_two_models_replies_routed_to_the_right_callers(executor_proc):
             if i % 3 == 0:
                 sent.append((name, "mobilenet_v3_small-2000ms",
                              client.submit("mobilenet_v3_small-2000ms", image, slo_s=20.0, frame_no=i)))
+    # Requests with no deadline (a backfill worker's) travel as deadline inf and run in the
+    # session's background twin, in the slack of the live requests.
+    background = [a.submit("lenet5-300ms", digit, deadline_wall=math.inf, expires_wall=a.wall() + 60)
+                  for _ in range(5)]
     bus.flush()
     replies = [(name, sess, f.result(timeout=90)) for name, sess, f in sent]
+    assert [(r.ok, len(r.output)) for r in (f.result(timeout=90) for f in background)] == [(True, 10)] * 5
     for name, sess, r in replies:
         assert r.ok, r.reason
         assert len(r.output) == (10 if sess.startswith("lenet5") else 1000)  # each reply on its request's future

@@ -64,7 +64,8 @@ def test_demo_saves_what_it_measured(tmp_path, model_cache_dir):
     assert s["options"] == {"name": "hud", "streams": 1, "seconds": 3.0, "sample_fps": 5.0, "source_fps": 10.0,
                             "slo_ms": None, "fast": True}
     assert s["streams"] == [{"name": "cam-1", "url": "synthetic://hud?seed=1&fps=10&seconds=3", "fps": 5.0,
-                             "every_n": None, "keyframes_only": False, "realtime": False, "speed": 1.0, "until_s": None}]
+                             "every_n": None, "keyframes_only": False, "realtime": False, "speed": 1.0, "until_s": None,
+                             "backfill": False}]
     d = doc["demo"]
     assert d["name"] == "hud" and "digit reader" in d["prepare"] and d["prepare_s"] >= 0
     per_stream = d["queries"][0]
@@ -76,17 +77,25 @@ def test_demo_saves_what_it_measured(tmp_path, model_cache_dir):
 
 @pytest.mark.timeout(300)
 def test_run_saves_its_streams_and_result(tmp_path, model_cache_dir):
+    """With a backfill stream beside the live one: its frames go through the backfill worker, with no
+    deadline, into the same tables; every frame of both is accounted; the executor's stats (what the
+    planner sees) hold the live session only."""
     out = tmp_path / "run.json"
-    args = ["run", "hud", "--stream", "cam=synthetic://hud?seed=2&fps=10&seconds=2", "--fps", "5", "--save", str(out)]
+    args = ["run", "hud", "--stream", "cam=synthetic://hud?seed=2&fps=10&seconds=2",
+            "--backfill", "old=synthetic://hud?seed=3&fps=10&seconds=2", "--fps", "5", "--save", str(out)]
     p = _vnx(args, tmp_path / "data", model_cache_dir)
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     doc = json.loads(out.read_text())
     assert doc["kind"] == "run" and "demo" not in doc
     # shlex quoting: the command line can be pasted back into a shell
-    _check_run(doc, "vidnexus run hud --stream 'cam=synthetic://hud?seed=2&fps=10&seconds=2' --fps 5 --save "
-               + str(out))
-    assert [s["name"] for s in doc["settings"]["streams"]] == ["cam"]
+    r = _check_run(doc, "vidnexus run hud --stream 'cam=synthetic://hud?seed=2&fps=10&seconds=2' --backfill "
+                   "'old=synthetic://hud?seed=3&fps=10&seconds=2' --fps 5 --save " + str(out))
+    assert [(s["name"], s["backfill"]) for s in doc["settings"]["streams"]] == [("cam", False), ("old", True)]
     assert doc["settings"]["options"]["stream"] == ["cam=synthetic://hud?seed=2&fps=10&seconds=2"]
+    published = {s["name"]: s["published"] for s in r["ingest"]}
+    assert published["old"] > 0 and {s["stream"]: s["frames"] for s in r["per_stream"]} == published
+    old = next(s for s in r["per_stream"] if s["stream"] == "old")
+    assert "dropped" not in old["status"] and "error" not in old["status"], old  # no deadline to miss
 
 
 @pytest.mark.parametrize("where, message", [

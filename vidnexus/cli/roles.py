@@ -428,6 +428,9 @@ def worker(
                                            "executors' repository is not visible from the worker."),
     slo_ms: Optional[float] = typer.Option(None, callback=finite, min=1.0, help="End-to-end SLO of the app's frames "
                                            "(default: the app's own); its stages' sessions follow from it."),
+    backfill: bool = typer.Option(False, "--backfill", help="Process backfill streams' frames (<prefix>.backfill, "
+                                  "group <prefix>-app-<APP>-backfill; `streams add --mode backfill`): their requests "
+                                  "carry no deadline and run in the slack the live sessions leave (bus runtime)."),
 ) -> None:
     """Run an app's operator chain over Kafka (distributed mode): the same worker role embedded
     mode runs.
@@ -440,6 +443,8 @@ def worker(
 
     if runtime not in ("bus", "faust"):
         raise VidnexusError(f"--runtime {runtime!r}: use bus or faust")
+    if backfill and runtime != "bus":
+        raise VidnexusError("--backfill runs on the bus runtime only (--runtime bus)")
     cfg = settings()
     require_kafka(cfg, "worker")
     the_app = _with_slo(load_app(app_ref), slo_ms)
@@ -447,7 +452,8 @@ def worker(
     if check_models:
         _check_models(cfg, the_app)
     err_console.print(f"worker: app {the_app.name}, chain of {len(the_app.steps())} steps, "
-                      f"models {', '.join(the_app.models) or 'none'}, SLO {the_app.slo_ms:g} ms ({runtime} runtime)")
+                      f"models {', '.join(the_app.models) or 'none'}, "
+                      + ("backfill (no deadlines)" if backfill else f"SLO {the_app.slo_ms:g} ms") + f" ({runtime} runtime)")
     if runtime == "faust":
         from vidnexus.roles.worker_faust import run_faust_worker
 
@@ -466,7 +472,8 @@ def worker(
     from vidnexus.roles.worker import WorkerRole
 
     bus = open_bus(cfg)
-    role = WorkerRole(cfg, the_app, bus=bus, split=stage, concurrency=concurrency, partitions=partitions)
+    role = WorkerRole(cfg, the_app, bus=bus, split=stage, concurrency=concurrency, partitions=partitions,
+                      backfill=backfill)
     role.on_summary = _print_summary
     if cfg.metrics_port:
         from vidnexus.roles.metrics import WorkerCollector, serve
@@ -535,7 +542,8 @@ def up(
                                        "last frame after the streams ended."),
 ) -> None:
     """Run every role of an app on this machine over Kafka, one process each: scheduler, executor
-    (the app's sessions), sink, workers and ingest, each started once the one before it is ready,
+    (the app's sessions), sink, workers (and one for backfill streams) and ingest, each started once
+    the one before it is ready,
     their output interleaved under the role's name. A role that exits is restarted (1, 2, 4 … 30 s
     apart; up gives up after 6 exits in 5 minutes). Ctrl-C or SIGTERM stops them in order, ingest
     first. Needs VNX_STORE=clickhouse. With VNX_HEALTH_PORT or VNX_METRICS_PORT set, each role gets
@@ -582,6 +590,10 @@ def up(
         commands.append(RoleCommand(f"worker-{k + 1}" if workers > 1 else "worker",
                                     ("worker", app_ref, "--runtime", runtime, *slo),
                                     ready=f"worker: app {the_app.name} started"))
+    # Backfill streams (`streams add --mode backfill`) have a worker of their own: no deadlines, their
+    # requests run in the slack the live sessions leave.
+    commands.append(RoleCommand("worker-backfill", ("worker", app_ref, "--backfill", *slo),
+                                ready=f"worker: app {the_app.name} started"))
     if ingest_:
         wait = ["--once", "--wait", "--wait-timeout", f"{wait_timeout:g}"] if once else []
         commands.append(RoleCommand("ingest", ("ingest", "--app", the_app.name, *wait), ready="ingest: shard",
@@ -759,6 +771,9 @@ def run(
     stream: list[str] = typer.Option([], "--stream", help="[NAME=]URL to run on (file, rtsp://, http(s)://, "
                                      "synthetic://…), repeatable (default name APP-1, APP-2, …); default: the "
                                      "registered streams of APP."),
+    backfill: list[str] = typer.Option([], "--backfill", help="[NAME=]URL of a stored video to re-process beside the "
+                                       "--stream ones, repeatable: read as fast as it decodes, its requests carry no "
+                                       "deadline and run only in the slack the live streams leave (DeepQuery)."),
     fps: float = typer.Option(1.0, callback=finite, min=0.001, max=1000.0, help="Sampling rate of the --stream URLs."),
     rate: str = typer.Option("max", help="How fast the --stream files are read: max (as fast as they decode), "
                              "realtime (at their own frame rate, as a camera sends them) or a factor of real time "
@@ -796,14 +811,15 @@ def run(
     started = clock.wall(), clock.now()
     the_app = _with_slo(load_app(app_ref), slo_ms)
     specs = None
-    if stream:
+    if stream or backfill:
         import re
 
         specs = []
-        for k, text in enumerate(stream):
+        for k, (text, old) in enumerate([(t, False) for t in stream] + [(t, True) for t in backfill]):
             named = re.fullmatch(r"([A-Za-z0-9_.-]{1,200})=(.+)", text)
             name, url = (named.group(1), named.group(2)) if named else (f"{the_app.name}-{k + 1}", text)
-            specs.append(StreamSpec(name, url, fps=fps, realtime=realtime, speed=speed, until_s=until, tags=dict(tags)))
+            specs.append(StreamSpec(name, url, fps=fps, realtime=realtime and not old, speed=speed, until_s=until,
+                                    tags=dict(tags), backfill=old))
     result, emb = _embedded(the_app, specs, fresh=False, realtime_note="", timeout=timeout, sql_port=sql_port,
                             threads=threads, console_port=console_port)
     try:
@@ -812,7 +828,7 @@ def run(
         for t, n in tables.items():
             console.print(f"table {t}: {n} rows (vidnexus sql \"SELECT * FROM {t} FINAL LIMIT 10\")", markup=False)
         if save is not None:
-            options = {"app": app_ref, "stream": list(stream), "fps": fps, "rate": rate, "until": until,
+            options = {"app": app_ref, "stream": list(stream), "backfill": list(backfill), "fps": fps, "rate": rate, "until": until,
                        "slo_ms": slo_ms, "timeout": timeout, "threads": threads, "tag": list(tag)}
             _save(save, result, clock=clock, started=started, options=options, report=report, tables=tables)
     finally:

@@ -61,9 +61,14 @@ def streams_add(
     quality: int = typer.Option(85, min=1, max=100, help="JPEG quality of published frames."),
     max_side: Optional[int] = typer.Option(None, min=16, max=16384,
                                            help="Downscale so the longer side is at most this."),
-    rate: str = typer.Option("realtime", help="How fast a file is read: realtime (at its own frame rate, as a "
-                             "camera sends it), max (as fast as it decodes: backfill) or a factor of real time "
-                             "(2 = twice as fast). Live sources come at their own pace."),
+    mode: str = typer.Option("live", help="live (frames carry the app's SLO) or backfill (delay-tolerant "
+                             "re-processing of stored video: frames go to the backfill topic and run, with no "
+                             "deadline, in the slack the live sessions leave; needs a backfill worker: `vidnexus "
+                             "worker APP --backfill`, or `vidnexus run`, which starts one)."),
+    rate: Optional[str] = typer.Option(None, help="How fast a file is read: realtime (at its own frame rate, as a "
+                                       "camera sends it), max (as fast as it decodes) or a factor of real time "
+                                       "(2 = twice as fast); default realtime, max with --mode backfill. Live "
+                                       "sources come at their own pace."),
     until: Optional[float] = typer.Option(None, callback=finite, min=0.001,
                                           help="Stop a file after this many seconds of video (its first part)."),
     skip_corrupt: bool = typer.Option(True, help="Skip packets the decoder rejects and count them (the stream "
@@ -76,14 +81,16 @@ def streams_add(
     from vidnexus.streams.ingest import StreamSpec
     from vidnexus.streams.spec import parse_rate
 
-    realtime, speed = parse_rate(rate)
+    if mode not in ("live", "backfill"):
+        raise VidnexusError(f"--mode {mode!r}: use live or backfill")
+    realtime, speed = parse_rate(rate or ("max" if mode == "backfill" else "realtime"))
     tags = parse_tags(tag)
     from vidnexus.apps import load_app
 
     apps = tuple(dict.fromkeys(load_app(a).name for a in app_))
     spec = StreamSpec(name, url, fps=fps, every_n=every_n, keyframes_only=keyframes, apps=apps, tags=tags,
                       jpeg_quality=quality, max_side=max_side, realtime=realtime, speed=speed, skip_corrupt=skip_corrupt,
-                      until_s=until)
+                      until_s=until, backfill=mode == "backfill")
     with registry() as reg:
         r = reg.add(spec, check=probe, timeout_s=timeout)
     p = r.probe
@@ -94,12 +101,12 @@ def streams_add(
 @streams_app.command("list")
 def streams_list(all_: bool = typer.Option(False, "--all", help="Include removed streams.")) -> None:
     """Registered streams."""
-    t = Table("name", "state", "url", "sampling", "apps", "tags", "problem")
+    t = Table("name", "state", "mode", "url", "sampling", "apps", "tags", "problem")
     with registry() as reg:
         rows = reg.list(include_removed=all_)
     for r in rows:
         s = r.spec
-        t.add_row(s.name, r.state, s.url, _sampling(s), ",".join(s.apps),
+        t.add_row(s.name, r.state, "backfill" if s.backfill else "live", s.url, _sampling(s), ",".join(s.apps),
                   ",".join(f"{k}={v}" for k, v in s.tags.items()), r.problem)
     console.print(t)
 

@@ -20,7 +20,8 @@ DeadLetterSource = Literal["frames", "requests", "replies", "rows", "control", "
 """The kinds of topic a role reads; a record of one that cannot be read goes to ``dead.<kind>``."""
 DEAD_LETTER_SOURCES: tuple[DeadLetterSource, ...] = ("frames", "requests", "replies", "rows", "control", "stats",
                                                      "apps")
-_KINDS: dict[str, DeadLetterSource] = {**{k: k for k in DEAD_LETTER_SOURCES if k != "requests"}, "req": "requests"}
+_KINDS: dict[str, DeadLetterSource] = {**{k: k for k in DEAD_LETTER_SOURCES if k != "requests"}, "req": "requests",
+                                        "backfill": "frames"}
 """The first part of a topic's name (after the prefix) → its kind."""
 
 REPLY_RETENTION_S = 60.0
@@ -53,6 +54,13 @@ class Topics:
     def frames(self) -> str:
         """Sampled frames, keyed by stream (per-stream order within a partition)."""
         return self._t("frames")
+
+    @property
+    def backfill(self) -> str:
+        """Sampled frames of backfill streams (delay-tolerant: re-processing stored video), keyed by
+        stream; read by backfill workers (``vidnexus worker APP --backfill``), apart from live frames so
+        that a backlog of them never holds up a live one."""
+        return self._t("backfill")
 
     @property
     def rows(self) -> str:

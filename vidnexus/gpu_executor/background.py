@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
-__all__ = ["background_budget", "background_batch", "latest_end", "next_arrival", "GAP_SHARE"]
+__all__ = ["background_budget", "background_batch", "latest_end", "next_arrival", "recent_rate", "GAP_SHARE"]
 
 GAP_SHARE = 0.9
 """A real-time session's next request is expected no sooner than this share of its shortest recent
@@ -80,6 +80,19 @@ def next_arrival(now: float, last: float | None, gaps: Sequence[float], share: f
     if last is None or not gaps:
         return now
     return round(max(now, last + share * min(gaps)), 9)
+
+
+def recent_rate(now: float, last: float | None, gaps: Sequence[float]) -> float:
+    """A real-time session's request rate over its recent gaps and the time since its last request,
+    so that it decays once the session goes quiet; 0 without gaps.
+
+    Example:
+        >>> recent_rate(1.0, last=1.0, gaps=[0.1] * 10), recent_rate(3.0, last=1.0, gaps=[0.1] * 10)
+        (10.0, 3.333333333)
+    """
+    if last is None or not gaps:
+        return 0.0
+    return round(len(gaps) / (sum(gaps) + max(0.0, now - last)), 9)
 
 
 def latest_end(batches: Sequence[tuple[float, float]]) -> float:

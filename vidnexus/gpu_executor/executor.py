@@ -5,6 +5,11 @@ The same class serves requests arriving over the Bus (``service.py``) and in-pro
 (embedded mode). Every submitted request ends as a :class:`~vidnexus.contracts.replies.Reply`: outputs,
 or a drop with its reason (``early_drop``, ``deadline``, ``overload``, ``error``, ``retired``).
 
+A request submitted with no deadline (``deadline=math.inf``: a backfill stream's frame) is
+delay-tolerant: it joins its session's background twin (``<session>~bg``), which runs in the device's
+slack without delaying a real-time batch (DeepQuery; ``backend.DutyCycle``). Background requests are
+counted apart (:meth:`Executor.background_stats`), so the planner sees the real-time load only.
+
 Example:
     >>> from vidnexus.gpu_executor.backend import SessionSpec
     >>> from vidnexus.contracts.profile import Profile
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -31,7 +37,19 @@ from vidnexus.gpu_executor.backend import Dispatch, DutyCycle, Order, SessionSpe
 from vidnexus.gpu_executor.metrics import ExecutorMetrics
 from vidnexus.contracts.profile import Profile
 
-__all__ = ["Executor", "GroupRunner", "Runner", "prepare_where", "CALLER_BELOW_S"]
+__all__ = ["Executor", "GroupRunner", "Runner", "prepare_where", "CALLER_BELOW_S", "BACKGROUND_SUFFIX", "background_of"]
+
+BACKGROUND_SUFFIX = "~bg"
+"""A session's background twin is named ``<session>~bg`` (no session name contains ``~``)."""
+
+
+def background_of(session_id: str) -> str:
+    """The name of ``session_id``'s background twin.
+
+    >>> background_of("resnet18-100ms")
+    'resnet18-100ms~bg'
+    """
+    return session_id + BACKGROUND_SUFFIX
 
 CALLER_BELOW_S = 0.0005
 """A model's inputs that convert faster than this on average are converted in the submitting thread:
@@ -122,6 +140,7 @@ class Executor:
         self._prepare_s: dict[str, float] = {}  # model → mean seconds per conversion (EWMA)
         self.clock = clock or MonotonicClock()
         self.metrics = metrics or ExecutorMetrics()
+        self.background_metrics = ExecutorMetrics()
         self._specs = {s.session_id: s for s in sessions}
         self._pending: dict[int, _Pending] = {}
         self._lock = threading.RLock()
@@ -168,12 +187,16 @@ class Executor:
 
     # -- requests -----------------------------------------------------------------------------
     def submit(self, session_id: str, payload: Any, deadline: float | None = None) -> Future[Reply]:
-        """Queue one request. ``deadline`` is on this executor's clock (default: now + SLO)."""
+        """Queue one request. ``deadline`` is on this executor's clock (default: now + SLO);
+        ``math.inf``: no deadline, the request runs in the slack of the real-time sessions (in the
+        session's background twin)."""
         now = self.clock.now()
         fut: Future[Reply] = Future()
         rid = next(self._ids)
+        if deadline == math.inf and session_id in self._specs and not self._specs[session_id].background:
+            session_id = self._background_twin(session_id)
         spec = self._specs.get(session_id)
-        self.metrics.arrival(session_id, now)
+        self._metrics_of(session_id).arrival(session_id, now)
         if spec is None:
             self.metrics.drop(session_id, "error")
             fut.set_result(Reply.dropped("error"))
@@ -191,6 +214,20 @@ class Executor:
         else:
             self._pool.submit(self._prepare, rid, p, pre, payload, spec.model)
         return fut
+
+    def _background_twin(self, session_id: str) -> str:
+        """The background twin of a hosted real-time session, added on its first request."""
+        twin = background_of(session_id)
+        with self._lock:
+            if twin not in self._specs and session_id in self._specs:
+                rt = self._specs[session_id]
+                spec = SessionSpec(twin, rt.model, math.inf, max_queue=rt.max_queue, background=True)
+                self.core.add_session(spec)
+                self._specs[twin] = spec
+        return twin
+
+    def _metrics_of(self, session_id: str) -> ExecutorMetrics:
+        return self.background_metrics if session_id.endswith(BACKGROUND_SUFFIX) else self.metrics
 
     def _prepare(self, rid: int, p: _Pending, pre: Callable[[Any], Any], payload: Any, model: str) -> None:
         try:
@@ -258,9 +295,9 @@ class Executor:
             self.core.observed(dispatch, seconds)
         for part in dispatch.parts or ():
             if part.session_id != dispatch.session_id:
-                self.metrics.batch(part.session_id, len(part.request_ids), 0.0)
+                self._metrics_of(part.session_id).batch(part.session_id, len(part.request_ids), 0.0)
         lead = len(dispatch.parts[0].request_ids) if dispatch.parts else dispatch.batch
-        self.metrics.batch(dispatch.session_id, lead, seconds)
+        self._metrics_of(dispatch.session_id).batch(dispatch.session_id, lead, seconds)
         self._pool.submit(self._reply_batch, dispatch, outputs)
 
     def _reply_batch(self, dispatch: Dispatch, outputs: list[Any]) -> None:
@@ -270,7 +307,7 @@ class Executor:
             if p is None:
                 continue
             lat = now - p.arrival
-            self.metrics.reply(p.session_id, lat, p.enqueued - p.arrival, now <= p.deadline)
+            self._metrics_of(p.session_id).reply(p.session_id, lat, p.enqueued - p.arrival, now <= p.deadline)
             p.future.set_result(Reply.answer(out, latency_s=lat, batch=dispatch.batch))
 
     def _pop(self, rid: int) -> _Pending | None:
@@ -284,12 +321,17 @@ class Executor:
         p = self._pop(rid)
         if p is None:
             return
-        self.metrics.drop(p.session_id, reason)
+        self._metrics_of(p.session_id).drop(p.session_id, reason)
         p.future.set_result(Reply.dropped(reason, latency_s=self.clock.now() - p.arrival))
 
     # -- introspection --------------------------------------------------------------------------
     def stats(self) -> list[dict[str, Any]]:
+        """Per real-time session: arrivals, replies, drops by reason, batches, latency quantiles."""
         return self.metrics.snapshot(self.clock.now() - self._started_at)
+
+    def background_stats(self) -> list[dict[str, Any]]:
+        """The same for the background twins (``<session>~bg``) that have had requests."""
+        return self.background_metrics.snapshot(self.clock.now() - self._started_at)
 
     def targets(self) -> dict[str, int]:
         with self._lock:
@@ -318,6 +360,9 @@ class Executor:
         """Stop hosting a session (plans no longer assign it): requests still queued for it end as
         drops (reason ``retired``); models no remaining session uses are unloaded (their runners
         released; prefix groups keep theirs). Returns the models unloaded."""
+        twin = background_of(session_id)
+        if twin in self._specs:  # its background work goes with it
+            self.remove_session(twin)
         with self._lock:
             spec = self._specs.pop(session_id, None)
             if spec is None:
@@ -334,8 +379,9 @@ class Executor:
         return unloaded
 
     def hosted_sessions(self) -> list[str]:
+        """The real-time sessions hosted here (not their background twins)."""
         with self._lock:
-            return list(self._specs)
+            return [sid for sid, spec in self._specs.items() if not sid.endswith(BACKGROUND_SUFFIX)]
 
     def hosts_model(self, model: str) -> bool:
         """Whether ``model`` can run here: its own runner, or its prefix group's."""

@@ -14,6 +14,7 @@ deadline less the CPU steps after that stage, since a reply arriving later could
 from __future__ import annotations
 
 import asyncio
+import math
 import collections.abc as cabc
 import logging
 import zlib
@@ -166,8 +167,11 @@ class ChainEngine:
     ``clock.wall()`` is what frame deadlines (ingest time + the app's SLO), ``late`` drops and
     latencies are measured against."""
 
-    def __init__(self, app: App, backend: InferBackend, *, clock: Clock | None = None) -> None:
-        self.app, self.backend = app, backend
+    def __init__(self, app: App, backend: InferBackend, *, clock: Clock | None = None, deadlines: bool = True) -> None:
+        """``deadlines=False``: frames have none (a backfill worker's): never ``late``, and every
+        infer step asks with ``deadline_wall=math.inf`` (no deadline: the executors run them in the
+        slack of their real-time sessions)."""
+        self.app, self.backend, self.deadlines = app, backend, deadlines
         self.clock = clock or MonotonicClock()
         self.steps = app.steps()
         self.fanout = FanOut()
@@ -183,7 +187,7 @@ class ChainEngine:
     async def run(self, frame: Frame) -> FrameOutcome:
         out = FrameOutcome(frame.stream_id, frame.frame_no, ingest_ts=frame.ingest_ts)
         self.fanout.frames += 1
-        deadline = frame.ingest_ts + self.app.slo_ms / 1000
+        deadline = frame.ingest_ts + self.app.slo_ms / 1000 if self.deadlines else math.inf
         now = self.clock.wall()
         if self._has_dnn and now >= deadline:
             # Already past its SLO before any work (a backlog behind an overloaded worker): its DNN

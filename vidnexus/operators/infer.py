@@ -8,11 +8,16 @@ issued, and never past the frame's end-to-end deadline less the CPU steps after 
 the next one or the sink (the engine measures those); then less the reply's trip back (half the
 round trip), since the executor must answer that much earlier. A stage that spent its budget is
 dropped there by the executor (early drop), as in Nexus, instead of passing its overrun on to the
-next stage, which would then spend its own budget on a frame that can no longer make it."""
+next stage, which would then spend its own budget on a frame that can no longer make it.
+
+A backfill frame's requests (``deadline_wall=math.inf``) carry no deadline: the executor runs them in
+its real-time sessions' slack (their background twins); they time out after
+``BACKGROUND_TIMEOUT_S``."""
 
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import TYPE_CHECKING, Any, Sequence
 
 from vidnexus.contracts.replies import Reply
@@ -22,7 +27,12 @@ from vidnexus.operators.chain import App, Model
 if TYPE_CHECKING:
     from vidnexus.gpu_executor.client import ExecutorClient
 
-__all__ = ["stage_slos", "session_of", "stage_deadline", "RemoteBackend"]
+__all__ = ["stage_slos", "session_of", "stage_deadline", "RemoteBackend", "BACKGROUND_TIMEOUT_S"]
+
+BACKGROUND_TIMEOUT_S = 600.0
+"""How long a backfill frame's requests (no deadline) wait for replies before they end as
+``timeout`` drops: they run only in the slack the real-time sessions leave, which can be none for a
+while; an executor that died holding them is noticed after this long."""
 
 
 def stage_slos(app: App, split: dict[str, float] | None = None) -> dict[str, float]:
@@ -67,6 +77,10 @@ class RemoteBackend:
         session, or one died holding them) end as drops with reason ``timeout``: the client gives
         up on them on its clock, so every future here ends."""
         sid = session_of(model.name, self.slos)
+        if deadline_wall == math.inf:  # a backfill frame: no deadline, and a long wait for the slack
+            cfuts = self.client.submit_many(sid, list(inputs), deadline_wall=math.inf,
+                                            expires_wall=self.client.wall() + BACKGROUND_TIMEOUT_S)
+            return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in cfuts)))
         trip = self.client.round_trip_s(sid)
         stage = stage_deadline(deadline_wall, self.client.wall(), self.slos[model.name] / 1000 + trip)
         sent = stage - trip / 2

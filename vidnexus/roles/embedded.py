@@ -176,6 +176,14 @@ class Embedded:
             self.sink = SinkRole(self.settings, bus=self.bus, store=self.store, clock=self.clock, max_delay_s=0.5)
             self.worker = WorkerRole(self.settings, app, bus=self.bus, clock=self.clock, concurrency=concurrency,
                                      report_every_s=report_every_s, worker_id="embedded")
+            # Backfill streams' frames (no deadline, run in the live sessions' slack) have their own
+            # worker, so that a backlog of them never holds up a live frame; started when some stream
+            # may be one (the run's, or any the registry or the console adds).
+            self.backfill: WorkerRole | None = None
+            if any(s.backfill for s in self.specs) or streams is None:
+                self.backfill = WorkerRole(self.settings, app, bus=self.bus, clock=self.clock,
+                                           concurrency=concurrency, report_every_s=report_every_s,
+                                           worker_id="embedded-backfill", backfill=True)
             self.ingesting = ingest
             self.ingest = IngestRole(self.settings, bus=self.bus, store=self.store, clock=self.clock, poll_s=0.5,
                                      only=self._feeds)
@@ -220,7 +228,7 @@ class Embedded:
         """Run until every file stream has ended and its frames are accounted (``until_done``), or
         until :meth:`stop`. ``progress(processed, published, ingesting)`` is called about twice a
         second."""
-        stops = {name: threading.Event() for name in ("ingest", "worker", "sink", "executor", "scheduler")}
+        stops = {name: threading.Event() for name in ("ingest", "worker", "backfill", "sink", "executor", "scheduler")}
         self.executor.start()  # models loaded before the first frame arrives
         if self.endpoint is not None:
             self.endpoint.start()
@@ -234,6 +242,9 @@ class Embedded:
             "ingest": threading.Thread(target=lambda: self.ingest.run(stops["ingest"], once=until_done),
                                        name="vnx-ingest"),
         }
+        if self.backfill is not None:
+            threads["backfill"] = threading.Thread(target=self.backfill.run, args=(stops["backfill"],),
+                                                   name="vnx-backfill")
         if self.follow:
             until_done = False  # streams may come through the console at any time
         if not self.ingesting:
@@ -249,11 +260,12 @@ class Embedded:
                 ingesting = "ingest" in threads and threads["ingest"].is_alive()
                 published = sum(s.published for s in self.ingest.statuses())
                 if progress is not None:
-                    progress(self.worker.stats.frames, published, ingesting)
-                if self.ingesting and not ingesting and self.worker.stats.frames >= published:
+                    progress(self.frames_processed, published, ingesting)
+                if self.ingesting and not ingesting and self.frames_processed >= published:
                     break
-                if any(not threads[r].is_alive() for r in ("worker", "sink", "executor")):
-                    dead = [r for r in ("worker", "sink", "executor") if not threads[r].is_alive()]
+                roles = [r for r in ("worker", "backfill", "sink", "executor") if r in threads]
+                if any(not threads[r].is_alive() for r in roles):
+                    dead = [r for r in roles if not threads[r].is_alive()]
                     raise ConfigError(f"embedded run of app {self.app.name}: the {', '.join(dead)} role stopped "
                                       "(see the log above)")
                 if deadline is not None and self.clock.now() >= deadline:
@@ -262,7 +274,7 @@ class Embedded:
                 self._stop.wait(0.5)
         finally:
             # Upstream first, so that everything read is processed, written and accounted.
-            for name in ("ingest", "worker", "sink", "scheduler", "executor"):
+            for name in ("ingest", "worker", "backfill", "sink", "scheduler", "executor"):
                 stops[name].set()
                 if name == "ingest":
                     self.ingest.stop()
@@ -275,10 +287,15 @@ class Embedded:
             self._elapsed_s = self.clock.now() - started
         return self.result()
 
+    @property
+    def frames_processed(self) -> int:
+        """Frames the live and the backfill worker have processed."""
+        return self.worker.stats.frames + (self.backfill.stats.frames if self.backfill is not None else 0)
+
     def result(self) -> RunResult:
         streams = self.ingest.statuses()
         core = self.executor.executor
-        res = RunResult(self.app.name, streams, sum(s.published for s in streams), self.worker.stats.frames,
+        res = RunResult(self.app.name, streams, sum(s.published for s in streams), self.frames_processed,
                         executor_stats=core.stats() if core else [], plans=list(self.plans),
                         stage_slos_ms=dict(self.worker.backend.slos), specs=list(self.specs),
                         slo_ms=float(self.app.slo_ms), profiles=core.core.profiles() if core else {},

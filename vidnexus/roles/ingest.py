@@ -59,12 +59,15 @@ class IngestRole:
                  only: Callable[[StreamSpec], bool] | None = None) -> None:
         self.clock = clock or MonotonicClock()
         self.bus = bus
-        self.topic = Topics(settings.topic_prefix).frames
-        bus.create_topic(self.topic, partitions)
+        topics = Topics(settings.topic_prefix)
+        self.topic = topics.frames
+        for t in (topics.frames, topics.backfill):
+            bus.create_topic(t, partitions)
         self.registry = StreamRegistry(store)
         self.supervisor = IngestSupervisor(self.registry, bus, self.topic, shard=shard, shards=shards,
                                            poll_s=poll_s, clock=self.clock, only=only, give_up_s=settings.give_up_s,
-                                           uncompressed=None if settings.frame_encoding == "auto" else False)
+                                           uncompressed=None if settings.frame_encoding == "auto" else False,
+                                           backfill_topic=topics.backfill)
 
     def step(self) -> bool:
         """One round (see :meth:`IngestSupervisor.tick`); whether a stream is still being ingested."""

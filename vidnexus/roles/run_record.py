@@ -101,7 +101,7 @@ def run_record(result: RunResult, *, command: str, started_wall: float, duration
         "options": {k: _plain(v) for k, v in options.items()},
         "streams": [{"name": s.name, "url": s.url, "fps": s.fps, "every_n": s.every_n,
                      "keyframes_only": s.keyframes_only, "realtime": s.realtime, "speed": s.speed,
-                     "until_s": s.until_s}
+                     "until_s": s.until_s, "backfill": s.backfill}
                     for s in result.specs],
     }
     doc["result"] = _result(result, report, tables or {})

@@ -121,22 +121,24 @@ class WorkerRole:
     def __init__(self, settings: Settings, app: App, *, bus: Bus, clock: Clock | None = None,
                  split: Mapping[str, float] | None = None, concurrency: int = 32, partitions: int = 8,
                  worker_id: str | None = None, report_every_s: float = 5.0, commit_every_s: float = 0.5,
-                 client: ExecutorClient | None = None) -> None:
+                 client: ExecutorClient | None = None, backfill: bool = False) -> None:
         self.settings, self.app, self.bus = settings, app, bus
+        self.backfill = backfill
         self.clock = clock or MonotonicClock()
         self.topics = Topics(settings.topic_prefix)
         self.id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.concurrency = concurrency
         self.report_every_s, self.commit_every_s = report_every_s, commit_every_s
         self.pinned = split is not None
-        for topic, n in ((self.topics.frames, partitions), (self.topics.rows, partitions), (self.topics.apps, 1)):
+        self.frames_topic = self.topics.backfill if backfill else self.topics.frames
+        for topic, n in ((self.frames_topic, partitions), (self.topics.rows, partitions), (self.topics.apps, 1)):
             bus.create_topic(topic, n)
         self.dead_letters = DeadLetters(bus, self.topics, f"worker {app.name}/{self.id}").expect("frames")
         self.client = client or ExecutorClient(bus, settings, clock=self.clock, dead_letters=self.dead_letters)
         self.backend = RemoteBackend(app, self.client, stage_slos(app, dict(split) if split else None))
-        self.engine = ChainEngine(app, self.backend, clock=self.clock)
+        self.engine = ChainEngine(app, self.backend, clock=self.clock, deadlines=not backfill)
         self.schemas = app_schemas(app)
-        self.group = self.topics.group(f"app-{app.name}")
+        self.group = worker_group(settings, app, backfill=backfill)
         self.stats = WorkerStats()
         self.dispatcher: KeyedDispatcher | None = None
         """The frames in flight of the running loop (``in_flight``), None before it starts."""
@@ -154,7 +156,7 @@ class WorkerRole:
         """Called with each periodic summary line and whether it is a warning (the CLI prints it)."""
         self._stopping: threading.Event = self._stop
         self.outage = Outage(f"worker {app.name}/{self.id}", self.clock, give_up_s=settings.give_up_s)
-        self.watchdog = GroupWatchdog(bus, self.group, lambda: [self.topics.frames], self.clock,
+        self.watchdog = GroupWatchdog(bus, self.group, lambda: [self.frames_topic], self.clock,
                                       stall_s=settings.watchdog_s, role=f"worker {app.name}")
 
     # -- one frame -----------------------------------------------------------------------------
@@ -210,6 +212,10 @@ class WorkerRole:
                          self.engine.fanout.snapshot(), self.clock.wall(), self.overheads())
 
     def publish_report(self) -> None:
+        """The app's report for the scheduler's query analysis; none from a backfill worker, whose
+        round trips include waiting for slack and would inflate the live split's reserved hops."""
+        if self.backfill:
+            return
         try:
             self.bus.publish(self.topics.apps, f"{self.app.name}/{self.id}".encode(), encode_report(self.report()))
         except Exception as e:  # advisory: the chain keeps running without query analysis
@@ -253,7 +259,7 @@ class WorkerRole:
     # -- the loop ------------------------------------------------------------------------------
     def _subscribe(self) -> Consumer:
         if self._consumer is None:
-            self._consumer = self.bus.subscribe([self.topics.frames], group=self.group)
+            self._consumer = self.bus.subscribe([self.frames_topic], group=self.group)
         return self._consumer
 
     async def _one(self, m: Message) -> None:
@@ -380,6 +386,6 @@ def unknown_models(app: App, known: Callable[[str], bool]) -> list[str]:
     return out
 
 
-def worker_group(settings: Settings, app: App) -> str:
-    """The consumer group of ``app``'s workers."""
-    return Topics(settings.topic_prefix).group(f"app-{app.name}")
+def worker_group(settings: Settings, app: App, *, backfill: bool = False) -> str:
+    """The consumer group of ``app``'s workers (``…-backfill``: of its backfill workers)."""
+    return Topics(settings.topic_prefix).group(f"app-{app.name}" + ("-backfill" if backfill else ""))

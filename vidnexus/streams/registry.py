@@ -42,7 +42,8 @@ STREAMS_TABLE = TableSchema(
      Column("realtime", "UInt8"),
      Column("stop_on_corrupt", "UInt8"),  # not skip_corrupt, so that rows from before it skip by default
      Column("until_s", "Float64"),  # 0: the whole file
-     Column("speed", "Float64")),  # 0: 1.0 (a realtime file at its own pace)
+     Column("speed", "Float64"),  # 0: 1.0 (a realtime file at its own pace)
+     Column("backfill", "UInt8")),  # 0: live
     order_by=("name",),
     engine="ReplacingMergeTree(version)",
 )
@@ -64,7 +65,7 @@ STATUS_TABLE = TableSchema(
 STATES = ("enabled", "paused", "removed")
 MAX_PROBE_TIMEOUT_S = 3600.0  # as `streams add --timeout` allows
 _COLUMNS = ("name", "url", "fps", "every_n", "keyframes_only", "apps", "tag_keys", "tag_values", "state", "probe",
-            "jpeg_quality", "max_side", "realtime", "stop_on_corrupt", "until_s", "speed")
+            "jpeg_quality", "max_side", "realtime", "stop_on_corrupt", "until_s", "speed", "backfill")
 
 
 _last_version = 0
@@ -95,7 +96,7 @@ def registered_from_row(row: Sequence[Any]) -> RegisteredStream:
     Rows keep meaning what ingest did with them when they were written: ``every_n`` or keyframes win
     over a stored ``fps``, and 0 in a column added later means its default.
     """
-    name, url, fps, every_n, kf, apps, keys, values, state, pr, quality, max_side, realtime, stop, until, speed = row
+    name, url, fps, every_n, kf, apps, keys, values, state, pr, quality, max_side, realtime, stop, until, speed, bf = row
     problem = ""
     if every_n or kf:
         fps = None
@@ -107,7 +108,7 @@ def registered_from_row(row: Sequence[Any]) -> RegisteredStream:
     fields: dict[str, Any] = dict(
         name=name, url=url, fps=fps or None, every_n=every_n or None, keyframes_only=bool(kf), apps=tuple(apps or ()),
         tags=dict(zip(keys or (), values or ())), jpeg_quality=quality or 85, max_side=max_side or None,
-        realtime=bool(realtime), speed=speed or 1.0, skip_corrupt=not stop, until_s=until or None)
+        realtime=bool(realtime), speed=speed or 1.0, skip_corrupt=not stop, until_s=until or None, backfill=bool(bf))
     try:
         spec = StreamSpec(**fields, check=not problem)
     except Exception as e:  # StreamError, or a TypeError from a value no version should have written
@@ -142,7 +143,7 @@ class StreamRegistry:
             "updated": dt.datetime.fromtimestamp(int(wall_time())), "version": _version(),
             "jpeg_quality": spec.jpeg_quality, "max_side": spec.max_side or 0, "realtime": int(spec.realtime),
             "stop_on_corrupt": int(not spec.skip_corrupt), "until_s": float(spec.until_s or 0.0),
-            "speed": float(spec.speed)}
+            "speed": float(spec.speed), "backfill": int(spec.backfill)}
         names = STREAMS_TABLE.column_names
         self.store.insert(STREAMS_TABLE.name, names, [tuple(row[c] for c in names)])
 

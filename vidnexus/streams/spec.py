@@ -175,7 +175,7 @@ def spec_problem(spec: "StreamSpec") -> str | None:
         return bad("until_s", spec.until_s, "a finite number of seconds > 0")
     if not (_number(spec.speed) and math.isfinite(spec.speed) and 0 < spec.speed <= MAX_SPEED):
         return bad("speed", spec.speed, f"a finite factor of real time > 0 and <= {MAX_SPEED:g}")
-    for option in ("keyframes_only", "realtime", "skip_corrupt"):
+    for option in ("keyframes_only", "realtime", "skip_corrupt", "backfill"):
         if not isinstance(getattr(spec, option), bool):
             return bad(option, getattr(spec, option), "True or False")
     if not all(isinstance(a, str) and a for a in spec.apps):
@@ -213,6 +213,9 @@ class StreamSpec:
     skip_corrupt: bool = True
     """Skip packets the decoder rejects and count them (``corrupt``) instead of ending the stream;
     a file fails once more than 10% of its packets are corrupt."""
+    backfill: bool = False
+    """Delay-tolerant (re-processing stored video): its frames go to the backfill topic, where backfill
+    workers send their requests with no deadline, to run in the slack the live sessions leave."""
     check: InitVar[bool] = True
 
     @property

@@ -32,7 +32,8 @@ class IngestSupervisor:
                  poll_s: float = 2.0, clock: Clock | None = None,
                  worker_factory: Callable[[StreamSpec, StreamStatus | None], StreamWorker] | None = None,
                  only: Callable[[StreamSpec], bool] | None = None, give_up_s: float = DEFAULT_GIVE_UP_S,
-                 uncompressed: bool | None = None) -> None:
+                 uncompressed: bool | None = None, backfill_topic: str | None = None) -> None:
+        """Frames go to ``topic``, those of backfill streams to ``backfill_topic`` (when given)."""
         if not 0 <= shard < shards:
             raise ValueError(f"shard {shard} is not in 0..{shards - 1}")
         self.registry, self.bus, self.topic = registry, bus, topic
@@ -41,7 +42,8 @@ class IngestSupervisor:
         self.clock = clock or MonotonicClock()
 
         def make_worker(spec: StreamSpec, resume: StreamStatus | None = None) -> StreamWorker:
-            return StreamWorker(spec, bus, topic, clock=self.clock, resume=resume, uncompressed=uncompressed)
+            to = backfill_topic if spec.backfill and backfill_topic is not None else topic
+            return StreamWorker(spec, bus, to, clock=self.clock, resume=resume, uncompressed=uncompressed)
 
         self.make = worker_factory or make_worker
         self.workers: dict[str, tuple[StreamWorker, threading.Thread]] = {}

@@ -74,9 +74,9 @@ def test_settings_name_the_app_its_slo_and_every_stream_with_its_sampling():
     assert s["options"] == {"stream": ["a b.mp4"], "fps": 5.0, "until": None}
     assert s["streams"] == [
         {"name": "cam-1", "url": "synthetic://hud?seed=1", "fps": 5.0, "every_n": None, "keyframes_only": False,
-         "realtime": False, "speed": 1.0, "until_s": None},
+         "realtime": False, "speed": 1.0, "until_s": None, "backfill": False},
         {"name": "cam-2", "url": "clip.mp4", "fps": None, "every_n": 3, "keyframes_only": False,
-         "realtime": False, "speed": 1.0, "until_s": 10.0},
+         "realtime": False, "speed": 1.0, "until_s": 10.0, "backfill": False},
     ]
 
 

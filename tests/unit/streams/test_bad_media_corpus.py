@@ -252,6 +252,7 @@ def _store_row(reg: StreamRegistry, case: Case, url: str) -> None:
     row = {"name": case.name, "url": url, "fps": 1.0, "every_n": 0, "keyframes_only": 0, "apps": [], "tag_keys": [],
            "tag_values": [], "state": "enabled", "probe": "{}", "updated": __import__("datetime").datetime(2024, 1, 1),
            "version": 1, "jpeg_quality": 85, "max_side": 0, "realtime": 0, "stop_on_corrupt": 0, "until_s": 0.0, "speed": 0.0,
+           "backfill": 0,
            **(case.stored or {})}
     names = STREAMS_TABLE.column_names
     reg.store.insert(STREAMS_TABLE.name, names, [tuple(row[c] for c in names)])

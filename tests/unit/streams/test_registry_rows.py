@@ -19,13 +19,13 @@ from .media import make_clip
 
 HUD = "synthetic://hud?fps=5&seconds=1"
 # name, url, fps, every_n, keyframes_only, apps, tag_keys, tag_values, state, probe, jpeg_quality, max_side,
-# realtime, stop_on_corrupt, until_s, speed
-GOOD = ("cam", HUD, 2.0, 0, 0, [], ["site"], ["lot"], "enabled", '{"width": 320}', 0, 0, 0, 0, 0.0, 0.0)
+# realtime, stop_on_corrupt, until_s, speed, backfill
+GOOD = ("cam", HUD, 2.0, 0, 0, [], ["site"], ["lot"], "enabled", '{"width": 320}', 0, 0, 0, 0, 0.0, 0.0, 0)
 
 
 def row(**changes):
     names = ("name", "url", "fps", "every_n", "keyframes_only", "apps", "tag_keys", "tag_values", "state", "probe",
-             "jpeg_quality", "max_side", "realtime", "stop_on_corrupt", "until_s", "speed")
+             "jpeg_quality", "max_side", "realtime", "stop_on_corrupt", "until_s", "speed", "backfill")
     return tuple(changes.get(n, v) for n, v in zip(names, GOOD))
 
 
@@ -45,6 +45,7 @@ def row(**changes):
     ("quality stored", row(jpeg_quality=60, max_side=640, realtime=1, stop_on_corrupt=1), "enabled", "",
      lambda s: (s.jpeg_quality, s.max_side, s.realtime, s.speed, s.skip_corrupt) == (60, 640, True, 1.0, False)),
     ("a pace stored", row(realtime=1, speed=4.0), "enabled", "", lambda s: (s.realtime, s.speed) == (True, 4.0)),
+    ("a backfill stream", row(backfill=1), "enabled", "", lambda s: s.backfill and not row()[-1]),
     ("a pace of 0 written by hand reads as real time", row(realtime=1, speed=0.0), "enabled", "",
      lambda s: s.speed == 1.0),
     ("a pace of -2 written by hand", row(realtime=1, speed=-2.0), "invalid", "speed=-2.0", None),
@@ -66,7 +67,7 @@ def _insert(reg, **changes):
     values = dict(zip(STREAMS_TABLE.column_names, (None,) * len(STREAMS_TABLE.column_names)))
     values.update(name="old", url=HUD, fps=1.0, every_n=0, keyframes_only=0, apps=[], tag_keys=[], tag_values=[],
                   state="enabled", probe="{}", updated=dt.datetime(2024, 1, 1), version=1, jpeg_quality=0,
-                  max_side=0, realtime=0, stop_on_corrupt=0, until_s=0.0, speed=0.0)
+                  max_side=0, realtime=0, stop_on_corrupt=0, until_s=0.0, speed=0.0, backfill=0)
     values.update(changes)
     names = STREAMS_TABLE.column_names
     reg.store.insert(STREAMS_TABLE.name, names, [tuple(values[c] for c in names)])
