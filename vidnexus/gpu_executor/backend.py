@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal, Mapping, Sequence
 
-from vidnexus.gpu_executor.background import background_batch, latest_end, next_arrival, recent_rate
+from vidnexus.gpu_executor.background import background_batch, expected_batch, latest_end, next_arrival, recent_rate
 from vidnexus.gpu_executor.batching import BatchPolicy, PolicyName, drop_reason
 from vidnexus.gpu_executor.policies import make_policy
 from vidnexus.contracts.profile import Profile
@@ -333,9 +333,11 @@ class DutyCycle:
             profile = self._profiles[q.spec.model]
             if q.ids:
                 head, b = q.deadlines[0], min(q.target, len(q.ids))
-            else:  # its next request, and those arriving at its recent rate within one SLO after it
-                head = next_arrival(now, q.last_arrival, q.gaps) + q.spec.slo_s
-                b = min(q.target, math.ceil(recent_rate(now, q.last_arrival, q.gaps) * q.spec.slo_s)) or q.target
+            else:  # its next request, and those arriving at its recent rate until its batch starts
+                arrive = next_arrival(now, q.last_arrival, q.gaps)
+                head = arrive + q.spec.slo_s
+                b = expected_batch(profile.planning_latency, q.spec.slo_s, recent_rate(now, q.last_arrival, q.gaps),
+                                   q.target, RESERVE_BATCHES)
             d = profile.planning_latency(b)
             batches.append((head - RESERVE_BATCHES * d, d))
         return latest_end(batches)

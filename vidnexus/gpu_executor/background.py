@@ -24,7 +24,8 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
-__all__ = ["background_budget", "background_batch", "latest_end", "next_arrival", "recent_rate", "GAP_SHARE"]
+__all__ = ["background_budget", "background_batch", "latest_end", "next_arrival", "recent_rate", "expected_batch",
+           "GAP_SHARE"]
 
 GAP_SHARE = 0.9
 """A real-time session's next request is expected no sooner than this share of its shortest recent
@@ -55,14 +56,26 @@ def background_budget(now: float, rt_starts: Sequence[float], devices: int = 1, 
 
 def background_batch(now: float, rt_starts: Sequence[float], latency: Callable[[int], float], *, pending: int,
                      max_batch: int, devices: int = 1, running: int = 0) -> int:
-    """The largest batch b ≤ min(``pending``, ``max_batch``) with ``latency(b)`` within
-    :func:`background_budget`; 0 when none fits (the background work waits). ``latency`` is the
-    planning latency of the background model (non-decreasing in b)."""
+    """The batch b ≤ min(``pending``, ``max_batch``) with ``latency(b)`` within
+    :func:`background_budget` that serves most items per second (DeepQuery shrinks the batch until it
+    fits; of the sizes that fit, a measured profile's largest is not always its most efficient); 0
+    when none fits (the background work waits). ``latency`` is the planning latency of the
+    background model (non-decreasing in b).
+
+    Example (a measured profile where 8 items take 37 ms and 11 take 68 ms: with 70 ms left, 8):
+        >>> lat = lambda b: {8: 0.037, 9: 0.047, 10: 0.057, 11: 0.068}.get(b, 0.005 * b)
+        >>> background_batch(0.0, [0.070], lat, pending=100, max_batch=16)
+        8
+    """
     budget = background_budget(now, rt_starts, devices, running)
-    b = min(pending, max_batch)
-    while b > 0 and latency(b) > budget:
-        b -= 1
-    return b
+    best, rate = 0, 0.0
+    for b in range(1, min(pending, max_batch) + 1):
+        took = latency(b)
+        if took > budget:
+            break
+        if b / took >= rate:
+            best, rate = b, b / took
+    return best
 
 
 def next_arrival(now: float, last: float | None, gaps: Sequence[float], share: float = GAP_SHARE) -> float:
@@ -93,6 +106,24 @@ def recent_rate(now: float, last: float | None, gaps: Sequence[float]) -> float:
     if last is None or not gaps:
         return 0.0
     return round(len(gaps) / (sum(gaps) + max(0.0, now - last)), 9)
+
+
+def expected_batch(latency: Callable[[int], float], slo_s: float, rate: float, target: int, reserve: int = 1) -> int:
+    """The batch a real-time session will have queued when it must start, if background work runs
+    until then: its next request and those arriving at ``rate`` while it waits, i.e. the least
+    n ≤ ``target`` with n ≥ 1 + rate · (SLO − ``reserve`` · ℓ(n)), rounded (the wait shrinks as the
+    batch it must leave room for grows); ``target`` when no n fits.
+
+    Example (ℓ(b) = 5 ms + 5 ms · b, SLO 70 ms; at 66.5 req/s the session can wait 70 − 2 · ℓ(3) = 30 ms
+    and gathers 2 more requests meanwhile; at 1 req/s a batch of 1):
+        >>> lat = lambda b: 0.005 + 0.005 * b
+        >>> expected_batch(lat, 0.070, 66.5, 8, reserve=2), expected_batch(lat, 0.070, 1.0, 8, reserve=2)
+        (3, 1)
+    """
+    for n in range(1, target + 1):
+        if n >= round(1 + rate * max(0.0, slo_s - reserve * latency(n))):
+            return n
+    return target
 
 
 def latest_end(batches: Sequence[tuple[float, float]]) -> float:
