@@ -106,9 +106,10 @@ class Step:
 
 RESERVE_BATCHES = 2
 """Batches of device time a real-time session's next batch keeps clear of background work: its own,
-and one more for a burst that arrives while the background batch runs. In ``bench colocate``'s
-simulator, at 75% load with Poisson arrivals, co-location cost real time 2.1 points of attainment with
-one batch reserved and 0.7 with two (periodic arrivals: none either way)."""
+and one more for a burst that arrives while the background batch runs. While background batches
+were the largest that fit, one batch cost Poisson arrivals in ``bench colocate``'s simulator up to 2
+points of attainment at 75% load and two 0.7; with the most efficient batch that fits, the
+two settings gave the same results on the committed run's profile."""
 
 GAPS_KEPT = 16
 """Arrival gaps a real-time session remembers to expect its next request (:func:`next_arrival`)."""
