@@ -43,6 +43,9 @@ SUMMARY_KEYS = {
     "colocate": {"colocate_rt_attainment", "colocate_rt_attainment_dedicated", "colocate_rt_attainment_unsized",
                  "colocate_background_share", "colocate_background_share_unsized", "sim_colocate_rt_attainment",
                  "sim_colocate_rt_attainment_unsized", "sim_colocate_background_share_half_load"},
+    "layerwise": {"layerwise_capacity_over_model_level", "layerwise_capacity_over_none",
+                  "layerwise_tardy_capacity_over_model_level", "layerwise_completion_over_model_level",
+                  "synthetic_layerwise_capacity_over_model_level", "synthetic_layerwise_completion_over_model_level"},
     "soak": {"rss_growth_pct_max", "fd_growth_max", "topics_start", "topics_end", "slo_attainment", "frames",
              "frames_lost"},
 }

@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, str] = {
     "apps": "vidnexus.benchmarks.apps_bench",
     "apps-real": "vidnexus.benchmarks.apps_real",
     "colocate": "vidnexus.benchmarks.colocate",
+    "layerwise": "vidnexus.benchmarks.layerwise_bench",
 }
 """Benchmark name → module with ``run(quick, console)`` (imported only when that benchmark runs)."""
 

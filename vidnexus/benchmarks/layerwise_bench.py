@@ -1,0 +1,161 @@
+"""Layer-wise batching (edge-assisted serving paper) against model-level batching and no batching.
+
+Profiles per layer group h_k(b) are measured on this CPU: MobileNetV3-Small at 224 px (random
+weights: compute cost), its layers split into 5 groups of similar cost (``split_groups``), each
+group timed on the previous group's real output at every batch size, one torch thread. The four
+policies of ``gpu_executor.layerwise`` then serve Poisson arrivals in its simulator on those
+profiles: ``layerwise`` (min total completion time: requests join a running batch at a group
+boundary), ``layerwise_tardy`` (fewest late requests, giving up those that cannot make it),
+``model`` (whole-model batches, early drop) and ``none`` (one request at a time). Capacity = the
+highest rate with ≥ 90% of requests on time within the paper's 150 ms deadline, by bisection up to
+1.5 × the throughput at the largest batch; mean completion time at 60% of the one-at-a-time rate.
+
+The same runs on a *synthetic* GPU-shaped profile (each group 2 ms whatever the batch, plus 0.2 ms
+per item: not measured here, labelled ``synthetic``) show where the policy is meant to win.
+
+Summary: ``layerwise_capacity_over_model_level`` and ``…_over_none`` (this CPU),
+``layerwise_tardy_capacity_over_model_level``, ``layerwise_completion_over_model_level``, and the
+synthetic profile's ``synthetic_layerwise_capacity_over_model_level``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+from vidnexus.benchmarks.machine import machine_info
+from vidnexus.contracts.profile import Profile
+from vidnexus.gpu_executor.layerwise import POLICIES, simulate_layerwise
+from vidnexus.sim.loadgen import poisson_arrivals
+from vidnexus.sim.simulator import goodput
+
+__all__ = ["run", "split_groups", "measure_groups"]
+
+GROUPS = 5
+TARGET = 0.90
+
+
+def split_groups(costs: Sequence[float], groups: int) -> list[tuple[int, int]]:
+    """Contiguous [start, end) ranges of layers whose summed ``costs`` are as close as a greedy cut
+    gets to equal (each group ends once it reaches its share of the rest).
+
+    >>> split_groups([1, 1, 1, 1, 4, 1, 1], 3)
+    [(0, 4), (4, 5), (5, 7)]
+    """
+    out, start, left = [], 0, float(sum(costs))
+    for g in range(groups, 0, -1):
+        if g == 1:
+            out.append((start, len(costs)))
+            break
+        share, acc, end = left / g, 0.0, start
+        while end < len(costs) - (g - 1) and (acc < share or end == start):
+            acc += costs[end]
+            end += 1
+        out.append((start, end))
+        left -= acc
+        start = end
+    return out
+
+
+def measure_groups(quick: bool, console: Any) -> tuple[list[Profile], list[tuple[int, int]]]:
+    """h_k(b) of MobileNetV3-Small's 5 layer groups on this CPU (one torch thread)."""
+    import numpy as np
+    import torch
+
+    from vidnexus.gpu_executor.zoo import random_init
+
+    torch.set_num_threads(1)
+    model = random_init("mobilenet_v3_small").eval()
+    layers = [*model.features, torch.nn.Sequential(model.avgpool, torch.nn.Flatten(1), model.classifier)]
+    x = torch.from_numpy(np.random.default_rng(0).random((1, 3, 224, 224), dtype=np.float32))
+    costs, outs = [], []
+    with torch.inference_mode():
+        for layer in layers:  # one pass at batch 1: each layer's cost, to cut the groups
+            t0 = time.perf_counter()
+            for _ in range(5):
+                y = layer(x)
+            costs.append((time.perf_counter() - t0) / 5)
+            outs.append(x)
+            x = y
+    cuts = split_groups(costs, GROUPS)
+    sizes = [1, 2, 4, 8, 16] if quick else [1, 2, 4, 8, 12, 16, 24, 32]  # the bound B: the largest
+    repeats = 3 if quick else 7
+    profiles = []
+    with torch.inference_mode():
+        for a, b in cuts:
+            group = torch.nn.Sequential(*layers[a:b])
+            one = outs[a]
+            means, stds = [], []
+            for n in sizes:
+                batch = one.repeat(n, *([1] * (one.dim() - 1)))
+                group(batch)  # warm the shape
+                times = []
+                for _ in range(repeats):
+                    t0 = time.perf_counter()
+                    group(batch)
+                    times.append(time.perf_counter() - t0)
+                times.sort()
+                mid = times[: max(1, len(times) - 1)]  # the slowest run out: this VM's stalls
+                means.append(sum(mid) / len(mid))
+                stds.append((sum((t - means[-1]) ** 2 for t in mid) / len(mid)) ** 0.5)
+            profiles.append(Profile(tuple(sizes), tuple(means), tuple(stds)))
+            console.print(f"  group layers {a}–{b - 1}: h(1) {means[0] * 1000:.2f} ms, h({sizes[-1]}) "
+                          f"{means[-1] * 1000:.2f} ms ({means[-1] / means[0] / sizes[-1]:.2f} of {sizes[-1]} singles)")
+    return profiles, cuts
+
+
+def _capacity(h: list[Profile], policy: str, deadline_s: float, duration_s: float, lo: float, hi: float,
+              tol: float) -> float:
+    def frac(rate: float) -> float:
+        arr = [a.t for a in poisson_arrivals(rate, duration_s, seed=1)]
+        return simulate_layerwise(h, arr, deadline_s, policy=policy).on_time_fraction
+
+    return round(goodput(frac, lo, hi, target=TARGET, tol=tol), 1)
+
+
+def _compare(name: str, h: list[Profile], deadline_s: float, duration_s: float, tol: float,
+             console: Any) -> dict[str, Any]:
+    single = sum(p.latency(1) for p in h)
+    one_rate = 1.0 / single
+    most = max(min(p.max_batch for p in h) / sum(p.latency(min(q.max_batch for q in h)) for p in h), one_rate)
+    row: dict[str, Any] = {"profile": name, "deadline_ms": round(deadline_s * 1000, 1),
+                           "model_latency_1_ms": round(single * 1000, 2), "one_at_a_time_rps": round(one_rate, 1)}
+    for policy in POLICIES:
+        row[f"capacity_{policy}"] = _capacity(h, policy, deadline_s, duration_s, 0.2 * one_rate, 1.5 * most, tol)
+        arr = [a.t for a in poisson_arrivals(0.6 * one_rate, duration_s, seed=2)]
+        r = simulate_layerwise(h, arr, deadline_s, policy=policy)
+        row[f"completion_ms_{policy}"] = round(r.mean_completion_s * 1000, 2)
+        row[f"on_time_{policy}"] = round(r.on_time_fraction, 4)
+        console.print(f"  {name:9s} {policy:16s}: capacity {row[f'capacity_{policy}']:7.1f} req/s, mean completion "
+                      f"{row[f'completion_ms_{policy}']:6.2f} ms at {0.6 * one_rate:.0f} req/s")
+    return row
+
+
+def run(quick: bool, console: Any) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    console.print("per-group profiles on this CPU:")
+    h, cuts = measure_groups(quick, console)
+    duration, tol = (3.0, 0.05) if quick else (20.0, 0.02)
+    deadline = 0.150  # the paper's
+    cpu = _compare("cpu", h, deadline, duration, tol, console)
+    synthetic = [Profile.linear(0.0002, 0.002, 64) for _ in range(GROUPS)]
+    syn = _compare("synthetic", synthetic, deadline, duration, tol, console)
+
+    def ratio(row: dict[str, Any], a: str, b: str) -> float:
+        return round(row[a] / row[b], 3) if row[b] else 0.0
+
+    summary = {
+        "layerwise_capacity_over_model_level": ratio(cpu, "capacity_layerwise", "capacity_model"),
+        "layerwise_capacity_over_none": ratio(cpu, "capacity_layerwise", "capacity_none"),
+        "layerwise_tardy_capacity_over_model_level": ratio(cpu, "capacity_layerwise_tardy", "capacity_model"),
+        "layerwise_completion_over_model_level": ratio(cpu, "completion_ms_layerwise", "completion_ms_model"),
+        "synthetic_layerwise_capacity_over_model_level": ratio(syn, "capacity_layerwise", "capacity_model"),
+        "synthetic_layerwise_completion_over_model_level": ratio(syn, "completion_ms_layerwise", "completion_ms_model"),
+    }
+    console.print(f"summary: {summary}  ({time.perf_counter() - t0:.0f} s)")
+    return {"name": "layerwise", "machine": machine_info(),
+            "config": {"quick": quick, "model": "mobilenet_v3_small", "groups": GROUPS, "group_layers": cuts,
+                       "torch_threads": 1, "profiles": [p.to_dict() for p in h], "deadline_ms": deadline * 1000,
+                       "sim_seconds": duration, "target": TARGET,
+                       "synthetic_profile": "each group 2 ms + 0.2 ms per item (not measured)"},
+            "results": [cpu, syn], "summary": summary}
