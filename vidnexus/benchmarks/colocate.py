@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Any
+from typing import Any, Literal
 
 from vidnexus.benchmarks.machine import machine_info
 from vidnexus.contracts.profile import Profile
@@ -59,7 +59,10 @@ def _setup(setup: str, slo: float, prof: Profile) -> tuple[list[SessionSpec], di
     return [live], targets
 
 
-def sim_row(prof: Profile, slo: float, load: float, kind: str, duration_s: float, t_sat: float) -> dict[str, Any]:
+Kind = Literal["poisson", "uniform"]
+
+
+def sim_row(prof: Profile, slo: float, load: float, kind: Kind, duration_s: float, t_sat: float) -> dict[str, Any]:
     """One load in the simulator: real-time attainment and background items/s per setup."""
     live = arrivals(kind, load * t_sat, duration_s - 1.0, "live", seed=1)  # all served before the end
     # A backlog far larger than the device can finish: what is left at the end is simply not done.
@@ -158,7 +161,8 @@ def _real_part(quick: bool, console: Any) -> tuple[dict[str, Any], list[dict[str
         dedicated_bg = bg.done / duration
     console.print(f"  background alone: {dedicated_bg:.1f} items/s")
 
-    loads = [(0.5, "uniform")] if quick else [(0.25, "uniform"), (0.5, "uniform"), (0.75, "uniform"), (0.5, "poisson")]
+    loads: list[tuple[float, Kind]] = ([(0.5, "uniform")] if quick else
+                                       [(0.25, "uniform"), (0.5, "uniform"), (0.75, "uniform"), (0.5, "poisson")])
     rows = []
     for load, kind in loads:
         trace = arrivals(kind, load * t_sat, duration, "live", seed=1)
@@ -197,8 +201,8 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     console.print("real executor on this CPU:")
     info, real, prof, slo, t_sat = _real_part(quick, console)
     sim_loads = (0.25, 0.5, 0.75) if quick else (0.1, 0.25, 0.5, 0.75, 0.9)
-    sim = [sim_row(prof, slo, load, kind, 20.0 if quick else 60.0, t_sat)
-           for kind in ("uniform", "poisson") for load in sim_loads]
+    kinds: tuple[Kind, ...] = ("uniform", "poisson")
+    sim = [sim_row(prof, slo, load, kind, 20.0 if quick else 60.0, t_sat) for kind in kinds for load in sim_loads]
     table = Table("part", "arrivals", "load", "rt dedicated", "rt sized", "rt unsized", "bg sized /s",
                   "bg unsized /s", "bg dedicated /s", "rt busy alone", "sized share", title="real-time + background on one device")
     for r in real + sim:
