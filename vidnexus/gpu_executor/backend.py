@@ -124,6 +124,9 @@ class _Queue:
     ids: list[int] = field(default_factory=list)
     last_arrival: float | None = None
     gaps: deque[float] = field(default_factory=lambda: deque(maxlen=GAPS_KEPT))
+    """Recent gaps between arrivals (requests arriving together — a frame's — are one arrival)."""
+    counts: deque[int] = field(default_factory=lambda: deque(maxlen=GAPS_KEPT + 1))
+    """Requests at each recent arrival (the last one's still counting)."""
 
 
 def local_targets(
@@ -257,9 +260,13 @@ class DutyCycle:
         if q is None:
             return Dropped(session_id, request_id, "error")
         if not q.spec.background:
-            if q.last_arrival is not None and now > q.last_arrival:
-                q.gaps.append(now - q.last_arrival)
-            q.last_arrival = now if q.last_arrival is None else max(q.last_arrival, now)
+            if q.last_arrival is None or now > q.last_arrival:
+                if q.last_arrival is not None:
+                    q.gaps.append(now - q.last_arrival)
+                q.last_arrival = now
+                q.counts.append(1)
+            else:  # with the last arrival (one frame's requests)
+                q.counts[-1] += 1
         if len(q.ids) >= q.spec.max_queue:
             return Dropped(session_id, request_id, "overload")
         i = bisect.bisect_right(q.deadlines, deadline)
@@ -337,8 +344,10 @@ class DutyCycle:
             else:  # its next request, and those arriving at its recent rate until its batch starts
                 arrive = next_arrival(now, q.last_arrival, q.gaps)
                 head = arrive + q.spec.slo_s
-                b = expected_batch(profile.planning_latency, q.spec.slo_s, recent_rate(now, q.last_arrival, q.gaps),
-                                   q.target, RESERVE_BATCHES)
+                after_gaps = list(q.counts)[-len(q.gaps):] if q.gaps else []
+                rate = recent_rate(now, q.last_arrival, q.gaps, after_gaps)
+                first = math.ceil(sum(q.counts) / len(q.counts)) if q.counts else 1
+                b = expected_batch(profile.planning_latency, q.spec.slo_s, rate, q.target, RESERVE_BATCHES, first)
             d = profile.planning_latency(b)
             batches.append((head - RESERVE_BATCHES * d, d))
         return latest_end(batches)

@@ -95,24 +95,29 @@ def next_arrival(now: float, last: float | None, gaps: Sequence[float], share: f
     return round(max(now, last + share * min(gaps)), 9)
 
 
-def recent_rate(now: float, last: float | None, gaps: Sequence[float]) -> float:
-    """A real-time session's request rate over its recent gaps and the time since its last request,
-    so that it decays once the session goes quiet; 0 without gaps.
+def recent_rate(now: float, last: float | None, gaps: Sequence[float], requests: Sequence[int] | None = None) -> float:
+    """A real-time session's request rate over its recent gaps and the time since its last arrival,
+    so that it decays once the session goes quiet; 0 without gaps. ``requests``: how many requests
+    came at each arrival after a gap (a frame's crops arrive together), one per gap; default 1 each.
 
     Example:
         >>> recent_rate(1.0, last=1.0, gaps=[0.1] * 10), recent_rate(3.0, last=1.0, gaps=[0.1] * 10)
         (10.0, 3.333333333)
+        >>> recent_rate(1.0, last=1.0, gaps=[0.2] * 5, requests=[4] * 5)  # 5 frames/s of 4 crops each
+        20.0
     """
     if last is None or not gaps:
         return 0.0
-    return round(len(gaps) / (sum(gaps) + max(0.0, now - last)), 9)
+    n = sum(requests) if requests is not None else len(gaps)
+    return round(n / (sum(gaps) + max(0.0, now - last)), 9)
 
 
-def expected_batch(latency: Callable[[int], float], slo_s: float, rate: float, target: int, reserve: int = 1) -> int:
+def expected_batch(latency: Callable[[int], float], slo_s: float, rate: float, target: int, reserve: int = 1,
+                   first: int = 1) -> int:
     """The batch a real-time session will have queued when it must start, if background work runs
-    until then: its next request and those arriving at ``rate`` while it waits, i.e. the least
-    n ≤ ``target`` with n ≥ 1 + rate · (SLO − ``reserve`` · ℓ(n)), rounded (the wait shrinks as the
-    batch it must leave room for grows); ``target`` when no n fits.
+    until then: its next arrival's ``first`` requests and those arriving at ``rate`` while it waits,
+    i.e. the least n ≤ ``target`` with n ≥ first + rate · (SLO − ``reserve`` · ℓ(n)), rounded (the
+    wait shrinks as the batch it must leave room for grows); ``target`` when no n fits.
 
     Example (ℓ(b) = 5 ms + 5 ms · b, SLO 70 ms; at 66.5 req/s the session can wait 70 − 2 · ℓ(3) = 30 ms
     and gathers 2 more requests meanwhile; at 1 req/s a batch of 1):
@@ -121,7 +126,7 @@ def expected_batch(latency: Callable[[int], float], slo_s: float, rate: float, t
         (3, 1)
     """
     for n in range(1, target + 1):
-        if n >= round(1 + rate * max(0.0, slo_s - reserve * latency(n))):
+        if n >= round(first + rate * max(0.0, slo_s - reserve * latency(n))):
             return n
     return target
 

@@ -105,3 +105,24 @@ def test_colocated_background_work_leaves_every_real_time_request_on_time():
     done = both.per_session["old"]["on_time"]
     # The live stream keeps the device ~25% busy; background work gets a large share of the rest.
     assert done == 1000 and both.end_s < 10.5
+
+
+def test_a_frame_of_several_requests_counts_as_one_arrival_with_its_requests_reserved():
+    def core_after(per_frame: int) -> DutyCycle:
+        core = DutyCycle([SessionSpec("live", "rt", 0.200), SessionSpec("old", "bg", math.inf, background=True)],
+                         {"rt": RT, "bg": BG}, targets={"live": 8, "old": 32})
+        rid = 0
+        for k in range(4):  # 5 frames/s, each with per_frame crops arriving together
+            for _ in range(per_frame):
+                core.enqueue("live", rid, deadline=0.2 * k + 0.200, now=0.2 * k)
+                rid += 1
+            while core.queued("live"):
+                core.schedule(0.2 * k)
+        return core
+
+    one, four = core_after(1), core_after(4)
+    # Both expect the next frame 0.9 × 0.2 s after the last. Counted in requests (12 over 0.65 s:
+    # 18.5/s), the 4-crop stream expects its frame's 4 plus ~3 more within the wait: a batch of 7
+    # (ℓ = 22 ms, twice reserved); counted per arrival it would look like the 1-crop stream, whose
+    # 4.6 req/s gather a batch of 2 (ℓ = 12 ms).
+    assert one.rt_deadline(0.65) - four.rt_deadline(0.65) == pytest.approx(2 * (RT.latency(7) - RT.latency(2)))
