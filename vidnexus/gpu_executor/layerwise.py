@@ -98,22 +98,24 @@ def plan_segments(layers: Sequence[int], h: Sequence[Profile], *, max_batch: int
         return (cand[0], cand[1]) < (cur[0], cur[1]) if objective == "tardy" else cand[1] < cur[1]
 
     g = len(h)
+    table = [[0.0] + [p.latency(b) for b in range(1, min(bound, n) + 1)] for p in h]  # h_k(b), b ≤ the bound
     for i in range(1, n + 1):
         if objective == "tardy" and not math.isinf(best[i - 1][1]):  # give up request i-1: one tardy, no time
             best[i] = (best[i - 1][0] + 1, best[i - 1][1], best[i - 1][2], -1)
         # Segments j-1 .. i-1 (0-based), j from i down: each step adds one earlier (deeper) member,
         # which joins the batch from its group on: O(G) per step.
-        top = layers[i - 1]
         members = [0] * g
         per_group = [0.0] * g
+        run = 0.0  # Σ per_group: groups before the latest member's have no members, so cost 0
         for j in range(i, max(1, i - bound + 1) - 1, -1):
             for k in range(layers[j - 1], g):
                 members[k] += 1
-                per_group[k] = h[k].latency(members[k])
+                took = table[k][members[k]]
+                run += took - per_group[k]
+                per_group[k] = took
             prev = best[j - 1]
             if math.isinf(prev[1]):
                 continue
-            run = sum(per_group[top:])
             end = prev[2] + run
             late = 0
             if deadlines is not None:

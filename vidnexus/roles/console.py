@@ -87,7 +87,11 @@ class StreamIn(BaseModel):
                                                                    "zone.NAME=x1,y1,x2,y2,x3,y3[,…] records dwell")
     quality: int = Field(85, ge=1, le=100)
     max_side: Optional[int] = Field(None, ge=16, le=16384)
-    rate: str = Field("realtime", description="realtime, max or a factor of real time")
+    mode: Literal["live", "backfill"] = Field("live", description="live, or backfill: delay-tolerant re-processing "
+                                              "of stored video in the slack the live streams leave (its frames "
+                                              "need a backfill worker: `vidnexus worker APP --backfill`)")
+    rate: Optional[str] = Field(None, description="realtime, max or a factor of real time (default realtime; max "
+                                                   "for a backfill)")
     until: Optional[float] = Field(None, ge=0.001, allow_inf_nan=False,
                                    description="stop a file after this many seconds of video")
     skip_corrupt: bool = True
@@ -160,7 +164,8 @@ def _stream_doc(r: Any, status: dict[str, Any] | None = None) -> dict[str, Any]:
     doc = {"name": s.name, "state": r.state, "problem": r.problem or None, "url": redact_url(s.url),
            "fps": s.fps, "every_n": s.every_n, "keyframes": bool(s.keyframes_only), "apps": list(s.apps),
            "tags": dict(s.tags), "quality": s.jpeg_quality, "max_side": s.max_side, "rate": rate_text(s),
-           "until": s.until_s, "skip_corrupt": bool(s.skip_corrupt), "probe": r.probe or None}
+           "until": s.until_s, "skip_corrupt": bool(s.skip_corrupt), "mode": "backfill" if s.backfill else "live",
+           "probe": r.probe or None}
     if status is not None:
         doc["status"] = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in status.items()}
     return doc
@@ -344,7 +349,7 @@ def build_api(store: Store, tokens: Tokens, *, control: ControlWatcher | None = 
         from vidnexus.streams.spec import parse_rate
 
         try:
-            realtime, speed = parse_rate(body.rate)
+            realtime, speed = parse_rate(body.rate or ("max" if body.mode == "backfill" else "realtime"))
         except StreamError as e:
             raise field_error("rate", str(e).replace("--rate ", "rate ")) from None
         try:
@@ -360,7 +365,7 @@ def build_api(store: Store, tokens: Tokens, *, control: ControlWatcher | None = 
             spec = StreamSpec(body.name, body.url, fps=body.fps, every_n=body.every_n, keyframes_only=body.keyframes,
                               apps=tuple(dict.fromkeys(apps)), tags=body.tags, jpeg_quality=body.quality,
                               max_side=body.max_side, realtime=realtime, speed=speed, skip_corrupt=body.skip_corrupt,
-                              until_s=body.until)
+                              until_s=body.until, backfill=body.mode == "backfill")
         except StreamError as e:
             raise field_error("", str(e)) from None
         if registry_().get(body.name, missing_ok=True) is not None:

@@ -123,6 +123,11 @@ def test_stream_lifecycle(server):
                                                   "every_n": 2, "apps": ["hud"], "tags": {"site": "a"}}, ADMIN)
     assert code == 201, doc
     assert doc["name"] == "cam1" and doc["state"] == "enabled" and doc["apps"] == ["hud"] and doc["every_n"] == 2
+    assert (doc["mode"], doc["rate"]) == ("live", "realtime")
+    code, old = call(server, "POST", "/streams", {"name": "old1", "url": "synthetic://hud?fps=5&seconds=1",
+                                                  "mode": "backfill"}, ADMIN)
+    assert code == 201 and (old["mode"], old["rate"]) == ("backfill", "max"), old  # a backfill reads at max
+    assert call(server, "DELETE", "/streams/old1", token=ADMIN)[0] == 200
     code, listed = call(server, "GET", "/streams")
     assert code == 200 and [s["name"] for s in listed] == ["cam1"] and listed[0]["tags"] == {"site": "a"}
     assert call(server, "POST", "/streams", {"name": "cam1", "url": "synthetic://hud?fps=5&seconds=1"},
@@ -151,6 +156,7 @@ def test_stream_lifecycle(server):
     ({"name": "c", "url": "synthetic://hud", "fps": 0}, "fps"),
     ({"name": "c", "url": "synthetic://hud", "quality": 101}, "quality"),
     ({"name": "c", "url": "synthetic://hud", "rate": "fast"}, "rate"),
+    ({"name": "c", "url": "synthetic://hud", "mode": "later"}, "mode"),
     ({"name": "c", "url": "synthetic://hud", "apps": ["no_such_app"]}, "apps"),
     ({"name": "c", "url": "synthetic://hud", "tags": {"line.a": "1,2,3"}}, "tags"),
     ({"name": "c", "url": "synthetic://hud", "colour": "red"}, "colour"),
