@@ -304,12 +304,15 @@ class DutyCycle:
         q = self._queues[sid]
         return q.deadlines[0] - self._profiles[q.spec.model].latency(min(q.target, len(q.ids)))
 
+    def _ring(self) -> list[tuple[int, str]]:
+        """(position, session) of every session in round-robin order from the cursor."""
+        n = len(self._order)
+        return [((self._cursor + k) % n, self._order[(self._cursor + k) % n]) for k in range(n)]
+
     def _candidates(self) -> list[tuple[int, str]]:
         """(position in the round-robin order, session) of every session with queued requests, in
         the order ``schedule`` tries them."""
-        n = len(self._order)
-        ring = [((self._cursor + k) % n, self._order[(self._cursor + k) % n]) for k in range(n)]
-        busy = [(i, sid) for i, sid in ring if self._queues[sid].ids and not self._queues[sid].spec.background]
+        busy = [(i, sid) for i, sid in self._ring() if self._queues[sid].ids and not self._queues[sid].spec.background]
         if self.order == "laxity":
             busy.sort(key=lambda c: self._laxity(c[1]))  # stable: ties keep round-robin order
         return busy
@@ -356,13 +359,11 @@ class DutyCycle:
         """The next background batch, in turn among background sessions with work, sized to end by
         :meth:`rt_deadline`; None when there is none or none fits."""
         n = len(self._order)
-        ring = [(self._cursor + k) % n for k in range(n)]
-        waiting = [i for i in ring if self._queues[self._order[i]].spec.background and self._queues[self._order[i]].ids]
+        waiting = [(i, sid) for i, sid in self._ring() if self._queues[sid].spec.background and self._queues[sid].ids]
         if not waiting:
             return None
         end = self.rt_deadline(now)
-        for i in waiting:
-            sid = self._order[i]
+        for i, sid in waiting:
             q = self._queues[sid]
             profile = self._profiles[q.spec.model]
             b = background_batch(now, [end], profile.planning_latency, pending=len(q.ids), max_batch=q.target)

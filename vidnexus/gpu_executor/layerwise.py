@@ -251,7 +251,8 @@ def simulate_layerwise(h: Sequence[Profile], arrivals: Sequence[float], deadline
             jobs = [j for j in jobs if j.rid not in gone]
         if not run:
             continue
-        members = [j for j in jobs if j.rid in set(run)]
+        chosen = set(run)
+        members = [j for j in jobs if j.rid in chosen]
         t += took(h[members[0].layer].latency(len(members)))
         for j in members:
             j.layer += 1
