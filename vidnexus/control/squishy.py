@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from vidnexus.contracts.profile import Profile
-from vidnexus.control.packing import EPS, Bin, Item, LatencyTable, latency_table, make_item, pack, saturated_batch
+from vidnexus.control.packing import EPS, RATE_EPS, Bin, Item, LatencyTable, latency_table, make_item, pack, saturated_batch
 
 __all__ = ["SessionLoad", "Allocation", "Node", "Plan", "plan", "saturate", "residue", "merge_nodes", "one_more_saturated",
            "lower_bound", "split_lower_bound", "split", "Split", "bin_node", "EPS"]
@@ -107,7 +107,7 @@ class Plan:
                 worst = (n.duty_cycle_s if not n.saturated else a.latency_s) + a.latency_s
                 if worst > a.slo_s + CHECK_TOL_S:
                     bad.append(f"node {i}: {a.session_id} worst case {worst:.6f} s > SLO {a.slo_s:.6f} s")
-                if a.batch / n.duty_cycle_s < a.rate - 1e-6:
+                if a.batch < a.rate * n.duty_cycle_s - RATE_EPS - EPS:  # the packer's own rounding
                     bad.append(f"node {i}: {a.session_id} serves {a.batch / n.duty_cycle_s:.2f} < {a.rate:.2f} req/s")
         return bad
 

@@ -111,3 +111,14 @@ def test_exact_is_a_lower_bound_for_squishy_on_small_instances(seed):
     for s in sessions:
         if s.session_id not in bad:
             assert ex.rate_of(s.session_id) >= s.rate - 1e-6
+
+
+def test_the_check_allows_the_packers_own_rounding_of_batch_sizes():
+    """A batch is ceil(d·rate − 1e-6): at d = 0.1 s a rate a hair above 40 req/s gets batch 4, which
+    serves 40 − 1e-5 req/s. The check allows that rounding and still refuses a batch one short."""
+    from vidnexus.control.squishy import Allocation, Node, Plan
+    rate = 40 + 5e-6
+    ok = Plan((Node(0.1, (Allocation("s", "m", 4, rate, 0.02, 1.0),)),))
+    short = Plan((Node(0.1, (Allocation("s", "m", 3, rate, 0.02, 1.0),)),))
+    assert ok.check() == []
+    assert [m for m in short.check() if "serves" in m]
