@@ -58,6 +58,6 @@ trap cleanup EXIT
 echo "test: services up after $(( $(date +%s) - start )) s"
 
 rc=0
-"$venv/bin/python" -m pytest tests -q -p no:cacheprovider "$@" || rc=$?
+"$venv/bin/python" -m pytest tests -q -p no:cacheprovider --durations=30 "$@" || rc=$?
 echo "test: finished in $(( $(date +%s) - start )) s (exit $rc)"
 exit $rc

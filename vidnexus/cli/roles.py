@@ -244,6 +244,11 @@ def executor(
     price: float = typer.Option(1.0, callback=finite, help="The device's unit price: the scheduler puts each "
                                 "session on the type with the most throughput per price and minimises "
                                 "devices × price."),
+    probe_batches: Optional[bool] = typer.Option(None, "--probe-batches/--no-probe-batches", help="Measure batch "
+                                                 "sizes past the start-up profile (24 … 256) in idle time, while a "
+                                                 "session's SLO could use them, so plans may use them (default: on "
+                                                 "for a cuda device; off for cpu, where probes take the cores the "
+                                                 "host's other roles use)."),
 ) -> None:
     """Serve model sessions over Kafka until SIGTERM (distributed mode).
 
@@ -255,7 +260,8 @@ def executor(
     from vidnexus.gpu_executor.metrics import ExecutorMetrics
     from vidnexus.gpu_executor.backend import ORDERS
     from vidnexus.gpu_executor.policies import POLICIES
-    from vidnexus.roles.executor import ExecutorRole, repository_loader
+    from vidnexus.gpu_executor.loading import profile_saver
+    from vidnexus.roles.executor import ExecutorRole, repository, repository_loader
 
     if policy not in POLICIES:
         raise VidnexusError(f"--policy {policy!r}: choose one of {', '.join(sorted(POLICIES))}")
@@ -291,7 +297,9 @@ def executor(
                                                           threads=threads),
                         executor_id=executor_id, stats_every_s=stats_every,
                         metrics=ExecutorMetrics(registry), order=order.replace("-", "_"),  # type: ignore[arg-type]
-                        device_type=device_type, price=price)
+                        device_type=device_type, price=price,
+                        probe=probe_batches if probe_batches is not None else device.startswith("cuda"),
+                        save_profile=profile_saver(cfg, device, repository(cfg)))
     role.on_summary = _print_summary
     stop = threading.Event()
     _stop_on_signals(stop)

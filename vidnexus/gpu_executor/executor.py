@@ -35,6 +35,7 @@ from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.contracts.replies import DropReason, Reply
 from vidnexus.gpu_executor.backend import Dispatch, DutyCycle, Order, SessionSpec
 from vidnexus.gpu_executor.metrics import ExecutorMetrics
+from vidnexus.gpu_executor.probing import Prober
 from vidnexus.contracts.profile import Profile
 
 __all__ = ["Executor", "GroupRunner", "Runner", "prepare_where", "CALLER_BELOW_S", "BACKGROUND_SUFFIX", "background_of"]
@@ -106,6 +107,11 @@ class Executor:
             way it overlaps the device thread.
         order: which session's batch runs next (:class:`~vidnexus.gpu_executor.backend.DutyCycle`):
             ``laxity`` (default) or ``round_robin``.
+        probe: measure batch sizes past each profile's largest in idle time, while a hosted
+            session's SLO could use them (:mod:`~vidnexus.gpu_executor.probing`), on copies of the
+            model's last input; the profile gains each size once measured.
+        on_profile: called with (model, profile) after a probe extends a profile (the executor role
+            caches it, so a restart starts from it).
     """
 
     def __init__(
@@ -123,6 +129,8 @@ class Executor:
         group_runners: Mapping[str, GroupRunner] | None = None,
         preprocess_on: Literal["pool", "caller", "auto"] = "auto",
         order: Order = "laxity",
+        probe: bool = False,
+        on_profile: Callable[[str, Profile], None] | None = None,
     ) -> None:
         groups = dict(prefix_groups or {})
         group_runners = dict(group_runners or {})
@@ -151,6 +159,9 @@ class Executor:
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="vnx-prepost")
         self._thread: threading.Thread | None = None
         self._started_at = self.clock.now()
+        self._prober = Prober() if probe else None
+        self._samples: dict[str, Any] = {}  # model → the input of its last batch (probes copy it)
+        self.on_profile = on_profile
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> "Executor":
@@ -260,6 +271,8 @@ class Executor:
             for d in step.dropped:
                 self._finish_drop(d.request_id, d.reason)
             if step.dispatch is None:
+                if self._prober is not None and self._probe():
+                    continue
                 # The policies are work-conserving (they run or drop what is queued): wait on the
                 # clock for an enqueue or stop(); a policy holding requests back is asked again in 50 ms.
                 self.clock.wait(self._wake, 0.05 if held else None)
@@ -291,6 +304,8 @@ class Executor:
                 self._finish_drop(rid, "error")
             return
         seconds = self.clock.now() - t0
+        if dispatch.group is None and items:
+            self._samples[dispatch.model] = items[0].input
         with self._lock:
             self.core.observed(dispatch, seconds)
         for part in dispatch.parts or ():
@@ -299,6 +314,46 @@ class Executor:
         lead = len(dispatch.parts[0].request_ids) if dispatch.parts else dispatch.batch
         self._metrics_of(dispatch.session_id).batch(dispatch.session_id, lead, seconds)
         self._pool.submit(self._reply_batch, dispatch, outputs)
+
+    def _probe(self) -> bool:
+        """Run one probe batch if one is wanted and ends before the next real-time batch must
+        start (:meth:`DutyCycle.rt_deadline`); whether one ran."""
+        assert self._prober is not None
+        with self._lock:
+            now = self.clock.now()
+            slos: dict[str, list[float]] = {}
+            for spec in self._specs.values():
+                if not spec.background and math.isfinite(spec.slo_s) and spec.model in self._samples \
+                        and spec.model in self.runners:
+                    slos.setdefault(spec.model, []).append(spec.slo_s)
+            if not slos:
+                return False
+            pick = self._prober.want(self.core.profiles(), slos, now, self.core.rt_deadline(now))
+            if pick is None:
+                return False
+            model, b = pick
+            runner, x = self.runners[model], self._samples[model]
+        t0 = self.clock.now()
+        try:
+            out = runner([x] * b)
+            if len(out) != b:
+                raise ValueError(f"runner returned {len(out)} outputs for {b} inputs")
+        except Exception as e:  # out of memory, a runner that refuses the size: never again
+            logger.warning("probe of batch %d on model %s failed: %s", b, model, e)
+            with self._lock:
+                self._prober.failed(model, b)
+            return True
+        seconds = self.clock.now() - t0
+        with self._lock:
+            profiles = self.core.profiles()  # a retirement may have unloaded the model meanwhile
+            extended = self._prober.ran(model, b, seconds, profiles[model]) if model in profiles else None
+            if extended is not None:
+                self.core.with_profile(model, extended)
+        if extended is not None:
+            logger.info("profiled %s at batch %d in the background: %.1f ms", model, b, 1000 * extended.latency(b))
+            if self.on_profile is not None:
+                self.on_profile(model, extended)
+        return True
 
     def _reply_batch(self, dispatch: Dispatch, outputs: list[Any]) -> None:
         now = self.clock.now()

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from vidnexus.config import Settings
 
-__all__ = ["build_runner", "prepare_models", "prefix_batching", "profile_schedule"]
+__all__ = ["build_runner", "prepare_models", "prefix_batching", "profile_schedule", "profile_saver", "warm_sizes"]
 
 logger = logging.getLogger(__name__)
 
@@ -18,6 +18,9 @@ SERVED_SIZES = (1, 2, 3, 4, 6, 8, 12, 16)
 between is interpolated). A CPU's most efficient batch is often small and not a power of two."""
 SLOW_SIZES = (1, 2, 4, 8)
 """What a model too slow for :data:`SERVED_SIZES` within :data:`PROFILE_BUDGET_S` is profiled at."""
+WARM_EVERY_UP_TO = 32
+"""At start-up every batch size up to this is warmed; past it, only the profile's measured sizes
+(a profile the background probes extended to 256 would otherwise warm 32,000 items)."""
 PROFILE_BUDGET_S = 15.0
 """Seconds a first profile of a model may take before it is cut to :data:`SLOW_SIZES`, 1 + 2 runs."""
 
@@ -37,6 +40,39 @@ def profile_schedule(one_s: float) -> tuple[tuple[int, ...], int, int]:
     if (2 + 5) * sum(SERVED_SIZES) * one_s <= PROFILE_BUDGET_S:
         return SERVED_SIZES, 2, 5
     return SLOW_SIZES, 1, 2
+
+
+def warm_sizes(measured: tuple[int, ...]) -> list[int]:
+    """Batch sizes to warm before serving (b > 1): every size up to :data:`WARM_EVERY_UP_TO` the
+    profile reaches, and its measured sizes past that.
+
+    Example:
+        >>> warm_sizes((1, 2, 4, 8))
+        [2, 3, 4, 5, 6, 7, 8]
+        >>> warm_sizes((1, 8, 16, 24, 32, 48, 64))[-4:]
+        [31, 32, 48, 64]
+    """
+    top = measured[-1]
+    return list(range(2, min(top, WARM_EVERY_UP_TO) + 1)) + [b for b in measured if b > WARM_EVERY_UP_TO]
+
+
+def profile_saver(settings: Settings, device: str, repo: Any) -> Callable[[str, Any], None]:
+    """A function (model, profile) → None that caches a profile the executor extended in the
+    background (:mod:`~vidnexus.gpu_executor.probing`) where :func:`prepare_models` looks for it,
+    under the same environment key (the model's repository version, None for an app's own model)."""
+    from vidnexus.gpu_executor.profiler import profile_env, save_profile
+
+    def save(model: str, profile: Any) -> None:
+        try:
+            version = repo.get(model).version
+        except Exception:  # an app's own model: prepare_models keys it without a version
+            version = None
+        try:
+            save_profile(settings.data_dir / "profiles", model, device, profile, profile_env(device, version))
+        except OSError as e:  # a read-only data directory: serving goes on with the profile in memory
+            logger.warning("could not cache the extended profile of %s: %s", model, e)
+
+    return save
 
 
 def build_runner(repo: Any, model: str, device: str, weights: Path | None, threads: int = 0) -> Any:
@@ -122,9 +158,11 @@ def prepare_models(
             save_profile(settings.data_dir / "profiles", name, device, prof, env)
         profiles[name] = prof
         # The first batch of each new size builds kernels (100+ ms on a CPU): do it before serving,
-        # for every batch size a plan may choose (plans stay within the profile).
-        todo = [b for b in range(2, prof.max_batch + 1)]
-        say(f"warming {name}: batch sizes 1-{prof.max_batch}, about {sum(todo) * one + (t2 - t1) * len(todo):.0f} s")
+        # for the batch sizes a plan is likely to choose (plans stay within the profile).
+        todo = warm_sizes(prof.sizes)
+        say(f"warming {name}: batch sizes 1-{min(prof.max_batch, WARM_EVERY_UP_TO)}"
+            f"{''.join(f', {b}' for b in todo if b > WARM_EVERY_UP_TO)}, "
+            f"about {sum(todo) * one + (t2 - t1) * len(todo):.0f} s")
         for b in todo:
             runners[name]([x] * b)
         say(f"{name} ready in {time.perf_counter() - t0:.1f} s")

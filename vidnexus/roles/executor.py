@@ -144,6 +144,9 @@ class ExecutorRole:
         allow_empty: start with no session (an embedded run of an app that calls no model).
         device_type, price: what the stats report for the planner to group executors by and to
             minimise Σ devices × price with (default: the device's name, 1.0).
+        probe: measure larger batch sizes in idle time while a hosted session's SLO could use them
+            (:mod:`~vidnexus.gpu_executor.probing`); the stats then carry the extended profile, so
+            the scheduler's plans may use them. ``save_profile`` caches each extension.
     """
 
     def __init__(self, settings: Settings, sessions: Sequence[SessionKey], *, bus: Bus, clock: Clock | None = None,
@@ -152,7 +155,8 @@ class ExecutorRole:
                  retire_after_epochs: int = 3, retire_after_s: float = 30.0, metrics: ExecutorMetrics | None = None, workers: int = 2,
                  inputs: Callable[[str], Callable[[Any], Any] | None] | None = None,
                  order: Order = "laxity", allow_empty: bool = False, device_type: str = "",
-                 price: float = 1.0) -> None:
+                 price: float = 1.0, probe: bool = False,
+                 save_profile: Callable[[str, Profile], None] | None = None) -> None:
         if not sessions and not allow_empty:
             raise ConfigError("give at least one --session MODEL:SLO_MS")
         if not 0 < price < math.inf:
@@ -174,6 +178,7 @@ class ExecutorRole:
         self.metrics = metrics or ExecutorMetrics()
         self.workers = workers
         self.order: Order = order
+        self.probe, self.save_profile = probe, save_profile
         self.specs = {str(k): SessionSpec(str(k), k.model, k.slo_s, policy=policy) for k in sessions}
         self.static = set(self.specs)  # sessions the executor was started with are never retired
         self.executor: Executor | None = None
@@ -212,7 +217,8 @@ class ExecutorRole:
                                                              declared_prefixes(self.settings, loaded))
         self.executor = Executor(list(self.specs.values()), runners, profiles, preprocess=preprocess,
                                  clock=self.clock, metrics=self.metrics, prefix_groups=self.groups,
-                                 group_runners=group_runners, workers=self.workers, order=self.order).start()
+                                 group_runners=group_runners, workers=self.workers, order=self.order,
+                                 probe=self.probe, on_profile=self.save_profile).start()
         self.service = ExecutorService(self.executor, self.bus, self.settings, clock=self.clock,
                                        dead_letters=self.dead_letters, routed_as=self.id)
         self.bus.create_topic(self.topics.stats, 1)

@@ -197,3 +197,37 @@ def test_the_device_loop_waits_on_the_clock_and_never_sleeps(monkeypatch):
         assert len(calls) == 1 + 2 * 3                            # dispatch, then find nothing
     assert sleeps == [] and timed == []
     assert clock.now() == pytest.approx(3 * P.latency(1))         # only the batches moved the clock
+
+
+def test_an_idle_executor_profiles_the_larger_batches_its_sessions_could_use():
+    """Measured up to 16 at start; a 400 ms SLO allows 2ℓ(b) ≤ 0.4 s, so 24, 32, 48 and 64 are
+    measured in idle time (one kernel-building run and three timed runs each) and 96 is not."""
+    import time
+
+    clock = FakeClock()
+    true = Profile.linear(0.002, 0.010, 256)
+    start = Profile.linear(0.002, 0.010, 16)
+    runner = FakeRunner(true, clock)
+    seen = []
+    ex = Executor([SessionSpec("s", "m", 0.4)], {"m": runner}, {"m": start}, clock=clock, probe=True,
+                  on_profile=lambda m, p: seen.append((m, p.max_batch)))
+    with ex:
+        assert all(f.result(timeout=10).ok for f in [ex.submit("s", i) for i in range(3)])
+        t_end = time.monotonic() + 10
+        while ex.core.profile("m").max_batch < 64 and time.monotonic() < t_end:
+            time.sleep(0.01)
+        time.sleep(0.05)
+        prof = ex.core.profile("m")
+    assert prof.sizes[-4:] == (24, 32, 48, 64)
+    assert prof.latency(64) == pytest.approx(true.latency(64))
+    assert seen == [("m", 24), ("m", 32), ("m", 48), ("m", 64)]
+    assert [runner.batches.count(b) for b in (24, 32, 48, 64, 96)] == [4, 4, 4, 4, 0]
+
+
+def test_without_probe_the_profile_stays_as_measured():
+    clock = FakeClock()
+    runner = FakeRunner(Profile.linear(0.002, 0.010, 256), clock)
+    ex = Executor([SessionSpec("s", "m", 0.4)], {"m": runner}, {"m": Profile.linear(0.002, 0.010, 16)}, clock=clock)
+    with ex:
+        assert all(f.result(timeout=10).ok for f in [ex.submit("s", i) for i in range(3)])
+    assert ex.core.profile("m").max_batch == 16 and max(runner.batches) <= 16
