@@ -144,7 +144,7 @@ class WorkerRole:
         """The frames in flight of the running loop (``in_flight``), None before it starts."""
         self.encode_times = RecentTimes()
         """Seconds to encode each frame's rows message (key ``rows``)."""
-        self._follower = None if self.pinned else PlanFollower(bus, self.topics, self.dead_letters)
+        self._follower: PlanFollower | None = PlanFollower(bus, self.topics, self.dead_letters)
         self._consumer: Consumer | None = None
         self._offsets = _Offsets()
         self._next_report = self.clock.now() + report_every_s
@@ -223,7 +223,8 @@ class WorkerRole:
 
     def follow_plan(self) -> None:
         """Route requests by the newest plan's weights, and adopt the scheduler's latency split for
-        this app once its sessions are served."""
+        this app once its sessions are served (unless this worker's stage SLOs are pinned: it
+        routes its sessions by the plan all the same)."""
         if self._follower is None:
             return
         plan = self._follower.newest()
@@ -232,7 +233,7 @@ class WorkerRole:
             # compacted topic) may name executors that are gone: the shared topics reach live ones.
             fresh = self.clock.wall() - plan.ts <= ROUTE_PLANS_FOR_S
             self.client.route(plan.routing if fresh else {})
-        budgets = plan.split_to_adopt(self.app.name) if plan is not None else None
+        budgets = plan.split_to_adopt(self.app.name) if plan is not None and not self.pinned else None
         if budgets is not None and budgets != self.backend.slos:
             logger.info("app %s: stage SLOs from the scheduler's split: %s ms", self.app.name, budgets)
             self.backend.slos = budgets

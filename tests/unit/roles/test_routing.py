@@ -144,3 +144,25 @@ def test_what_was_routed_to_an_executor_gone_from_the_plans_is_served_by_the_one
     finally:
         client.close()
         roles["e1"].close()
+
+
+def test_a_worker_with_pinned_stage_slos_routes_by_the_plan_and_keeps_its_slos():
+    from vidnexus.contracts.plans import LatencySplit
+
+    clock = FakeClock()
+    bus = MemoryBus(clock=clock)
+    bus.create_topic(T.control, 1, compacted=True)
+    app = App("one", slo_ms=1000)
+    app.model("m")
+    app.table("out", {"n": "UInt32"})
+    app.chain(lambda s: s.infer("m").map(lambda f: {"n": 1}).sink("out"))
+    role = WorkerRole(SETTINGS, app, bus=bus, worker_id="w", clock=clock, split={"m": 5000})
+    try:
+        split = LatencySplit(True, budgets_ms={"m": 400.0})
+        bus.publish(T.control, b"plan", encode_plan(EpochPlan(1, 1, clock.wall(), assignments={"e1": {"m-400ms": 4}},
+                                                              routing={SID: {"e1": 5.0}}, splits={"one": split})))
+        role.follow_plan()
+        assert set(role.client._routers) == {SID}
+        assert role.backend.slos == {"m": 5000.0}
+    finally:
+        role.close()
