@@ -46,6 +46,8 @@ SUMMARY_KEYS = {
     "layerwise": {"layerwise_capacity_over_model_level", "layerwise_capacity_over_none",
                   "layerwise_tardy_capacity_over_model_level", "layerwise_completion_over_model_level",
                   "synthetic_layerwise_capacity_over_model_level", "synthetic_layerwise_completion_over_model_level"},
+    "variants": {"variants_accuracy_at_half_budget_vs_best", "variants_accuracy_at_half_budget_vs_cheapest",
+                 "variants_accuracy_full_budget_vs_best", "variants_step_switches"},
     "soak": {"rss_growth_pct_max", "fd_growth_max", "topics_start", "topics_end", "slo_attainment", "frames",
              "frames_lost"},
 }

@@ -75,6 +75,7 @@ CLOCK_READERS = {
     "gpu_executor/profiler.py": "measures a model's latency: perf_counter around the device call",
     "gpu_executor/loading.py": "times one request and each model's start-up for the executor's progress lines (estimates)",
     "training/glyphs.py": "reports how long training took (wall time in the models' report)",
+    "training/variants.py": "measures how long loading a variant's weights takes (the cost of switching to it)",
     "specialization/training.py": "measures how long WEG's retraining takes (the specializer's cost)",
     "services/base.py": "supervises local service processes: waits for ports with timeouts",
     "connectors/kafka_bus.py": "waits for topic metadata with the client's own timeout",

@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, str] = {
     "apps-real": "vidnexus.benchmarks.apps_real",
     "colocate": "vidnexus.benchmarks.colocate",
     "layerwise": "vidnexus.benchmarks.layerwise_bench",
+    "variants": "vidnexus.benchmarks.variants_bench",
 }
 """Benchmark name → module with ``run(quick, console)`` (imported only when that benchmark runs)."""
 

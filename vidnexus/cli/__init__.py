@@ -165,6 +165,53 @@ def models_show(name: str = typer.Argument(..., help="Model name."),
                       f"ℓ(b) ≈ {a * 1000:.3f}·b + {b * 1000:.3f} ms")
 
 
+@models_app.command("variants")
+def models_variants(
+    name: str = typer.Argument(..., help="A task with a variant catalog: glyph120 (the game app's 120-class icon task)."),
+    rate: list[float] = typer.Option([], help="A session's request rate (req/s); repeat for each session. With "
+                                     "rates, prints the variant each session gets under the budgets."),
+    device_budget: Optional[float] = typer.Option(None, callback=finite, help="Device-seconds per second all the "
+                                                  "sessions may use (1 = one whole device; default: unbounded)."),
+    memory_budget_mb: Optional[float] = typer.Option(None, callback=finite, help="Megabytes of model memory all the "
+                                                     "sessions may hold (default: unbounded)."),
+    batch: int = typer.Option(16, min=1, help="The batch the cost per request is read at (ℓ(b)/b)."),
+) -> None:
+    """The task's model variants (MCDNN): held-out accuracy, cost per request, memory and load time,
+    measured once on this machine (the first call trains the glyph models if they are not cached: about
+    two minutes). With --rate, the most accurate variant each session can run within its share of
+    the budgets (shares in proportion to rate)."""
+    from vidnexus.control.variants import Budgets, TaskSession, Variant, choose_variants, shares
+    from vidnexus.training.variants import TASK, load_or_measure
+
+    if name != TASK:
+        raise VidnexusError(f"no variant catalog for {name!r}; tasks with one: {TASK}")
+    if any(not (0 <= r < float("inf")) for r in rate):
+        raise VidnexusError("--rate: a request rate must be ≥ 0 and finite")
+    if any(b is not None and b <= 0 for b in (device_budget, memory_budget_mb)):
+        raise VidnexusError("--device-budget and --memory-budget-mb must be > 0")
+    measured = load_or_measure(settings().data_dir / "models")
+    t = Table("variant", "architecture", "precision", "held-out accuracy", f"ms/request (b={batch})", "memory MB",
+              "load ms", title=f"{TASK}: variants measured on this machine (one torch thread)")
+    for m in measured:
+        t.add_row(m.name, m.arch, m.precision, f"{m.accuracy:.4f}", f"{1000 * m.cost_s(batch):.3f}",
+                  f"{m.memory_bytes / 1e6:.2f}", f"{1000 * m.load_s:.1f}")
+    console.print(t)
+    if not rate:
+        return
+    catalog = [Variant(m.name, m.task, m.accuracy, m.cost_s(batch), m.memory_bytes, m.load_s) for m in measured]
+    sessions = [TaskSession(f"s{i}", TASK, r) for i, r in enumerate(rate)]
+    budgets = Budgets(device_budget if device_budget is not None else float("inf"),
+                      memory_budget_mb * 1e6 if memory_budget_mb is not None else float("inf"))
+    share = shares(sessions, budgets)
+    c = Table("session", "req/s", "device share", "memory share MB", "variant", "accuracy", "fits",
+              title="the most accurate variant within each session's share")
+    for s, ch in zip(sessions, choose_variants({TASK: catalog}, sessions, budgets)):
+        dev, mem = share[s.session_id]
+        c.add_row(s.session_id, f"{s.rate:g}", f"{dev:.4g}", f"{mem / 1e6:.4g}", ch.variant, f"{ch.accuracy:.4f}",
+                  "yes" if ch.fits else "no (the cheapest runs)")
+    console.print(c)
+
+
 @models_app.command("register")
 def models_register(
     name: str = typer.Argument(..., help="Name to register the model under."),
