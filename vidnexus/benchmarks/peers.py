@@ -290,25 +290,28 @@ Replay = Callable[[Sequence[Arrival]], list[tuple[Arrival, Any]]]
 
 
 def _measure(replay: Replay, mix: Sequence[tuple[float, float]], lo: float, hi: float, *, base_s: float,
-             min_requests: int, tol: float, seed: int, kind: str = "poisson") -> dict[str, Any]:
+             min_requests: int, tol: float, seed: int, kind: str = "poisson", probe_max_s: float | None = None,
+             budget_s: float | None = None) -> dict[str, Any]:
     """Goodput by bisection over the total rate (above ``hi`` too when ``hi`` passes: up to 3 steps of
-    1.5×), then one probe at 80% of it for p50/p99."""
+    1.5×), then one probe at 80% of it for p50/p99. ``probe_max_s`` caps each probe and
+    ``budget_s`` each search (quick runs: a lower bound, see ``probe_goodput``)."""
     slos = {str(k): slo for k, (_, slo) in enumerate(mix)}
     probes = [0]
 
     def frac(rate: float) -> float:
         probes[0] += 1
-        return good_fraction(replay(_trace(rate, probe_seconds(rate, base_s, min_requests), mix, seed, kind)), slos)
+        secs = probe_seconds(rate, base_s, min_requests, probe_max_s)
+        return good_fraction(replay(_trace(rate, secs, mix, seed, kind)), slos)
 
-    g = probe_goodput(frac, lo, hi, tol=tol)
+    g = probe_goodput(frac, lo, hi, tol=tol, budget_s=budget_s)
     for _ in range(3):  # the top of the range passed: the system can do more, search above it
         if g < hi:
             break
         lo, hi = hi, hi * 1.5
-        g = max(g, probe_goodput(frac, lo, hi, tol=tol))
+        g = max(g, probe_goodput(frac, lo, hi, tol=tol, budget_s=budget_s))
     row: dict[str, Any] = {"goodput": round(g, 1), "probes": probes[0]}
     if g > 0:
-        res = replay(_trace(0.8 * g, probe_seconds(0.8 * g, base_s, min_requests), mix, seed + 1, kind))
+        res = replay(_trace(0.8 * g, probe_seconds(0.8 * g, base_s, min_requests, probe_max_s), mix, seed + 1, kind))
         row.update({"at_80pct_good": round(good_fraction(res, slos), 4), **_pcts(res)})
     return row
 
@@ -460,6 +463,9 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
     slos = (0.100,) if quick else (0.050, 0.100, 0.200)
     # Quick (the test suite's smoke run): short, coarse probes, a check that every path works, not a figure.
     base_s, min_req, tol = (1.0, 60, 0.25) if quick else (3.0, 200, 0.06)
+    # Quick: each probe at most 2 s and each search at most 20 s (a lower bound; slow models such as
+    # peers-real's otherwise probe for 10+ s at their low rates).
+    probe_max_s, budget_s = (2.0, 20.0) if quick else (None, None)
     uniform = not quick  # also a uniform (evenly spaced) trace at the tightest SLO
     mix3 = _multi_mix()
     image_file = work / f"{w.key}-image.npy"
@@ -479,6 +485,7 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
         tight_slo = min(slo for _, slo in mix)
         t_sat = prof.throughput(max(1, prof.max_batch_within(tight_slo / 2)))
         row = _measure(replay, mix, 0.05 * t_sat, 1.3 * t_sat, base_s=base_s, min_requests=min_req, tol=tol,
+                       probe_max_s=probe_max_s, budget_s=budget_s,
                        seed=11 if len(mix) == 1 else 13, kind=kind)
         entry = {"model": w.key, "system": system, "scenario": scenario,
                  "slo_ms": round(mix[0][1] * 1000) if len(mix) == 1 else None, "knobs": knobs or {}, **row}
@@ -598,6 +605,7 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
               "knob_grid": {k: [{"max_batch": b, "wait_ms": wt * 1000} for b, wt in g] for k, g in grids.items()
                             if k in systems},
               "probe_seconds": base_s, "min_requests_per_probe": min_req, "bisection_tol": tol,
+              "probe_max_s": probe_max_s, "search_budget_s": budget_s,
               "warm_up": {"seconds": warm_s, "rate": round(warm_rate, 1),
                           "note": "every server (vnx-kafka's executor and broker, each peer's server) "
                                   "before its first probe; vnx-inproc builds a new executor per probe"},
