@@ -64,7 +64,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
                 return good_fraction(res, slo)
 
             g = probe_goodput(lambda r: best_of(2, lambda: frac(r)), 0.05 * t_sat, 1.5 * t_sat,
-                              tol=0.08 if quick else 0.03, target=limits["target"], budget_s=limits["search_budget_s"])
+                              tol=0.2 if quick else 0.03, target=limits["target"], budget_s=limits["search_budget_s"])
             row[f"goodput_{mode}"] = round(g, 1)
             console.print(f"  {k} models, {mode:12s}: goodput {g:.0f} req/s")
         row["ratio"] = round(row["goodput_duty_cycle"] / row["goodput_free_threads"], 3) if row["goodput_free_threads"] else None
