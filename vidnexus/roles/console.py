@@ -589,7 +589,7 @@ def _mount_pages(api: Any, tokens: Tokens, backoff: Any, backoff_lock: threading
         fields: dict[str, Any] = {"name": values.get("name", "").strip(), "url": values.get("url", "").strip()}
         if values.get("app"):
             fields["apps"] = [values["app"]]
-        for key in ("fps", "rate"):
+        for key in ("fps", "rate", "mode"):
             if str(values.get(key, "")).strip():
                 fields[key] = str(values[key]).strip()
         try:

@@ -650,7 +650,8 @@ def mount_pages(api: FastAPI, ops: ConsoleOps, *, tap: FrameTap | None = None) -
             cards.append(
                 f'<div class="card" data-stream="{html.escape(s.name)}"><h3>{html.escape(s.name)} '
                 f'<small class="state-{html.escape(r.state)}">{html.escape(r.state)}</small></h3>{img}'
-                f'<p><small>{html.escape(", ".join(s.apps) or "no app")} · {html.escape(st.get("state", "no status"))}'
+                f'<p><small>{html.escape(", ".join(s.apps) or "no app")}{" · backfill" if s.backfill else ""}'
+                f' · {html.escape(st.get("state", "no status"))}'
                 f'{" — " + html.escape(st.get("reason") or "") if st.get("reason") else ""}<br>{fps}<br>'
                 f'frames published {st.get("published", 0)} · <span class="since">{since}</span>'
                 f'{" · problem: " + html.escape(r.problem) if r.problem else ""}</small></p>{actions}</div>')
@@ -660,12 +661,17 @@ def mount_pages(api: FastAPI, ops: ConsoleOps, *, tap: FrameTap | None = None) -
             apps = "".join(f'<option {"selected" if v.get("app") == a["name"] else ""}>{html.escape(a["name"])}</option>'
                            for a in ops.apps())
             val = {k: html.escape(v.get(k, "")) for k in ("name", "url", "fps", "rate")}
+            modes = "".join(f'<option {"selected" if v.get("mode") == m else ""} value="{m}" title="{tip}">{m}</option>'
+                            for m, tip in (("live", "a camera: its frames keep the app's SLO"),
+                                           ("backfill", "stored video re-analysed in the live sessions' slack "
+                                                        "(no deadline; read at max speed unless rate says)")))
             add = ('<h3>Add a stream</h3><form method="post" action="/streams" id="add">'
                    f'name <input name="name" value="{val["name"]}" size="14"> '
                    f'url <input name="url" value="{val["url"]}" size="40"> '
                    f'app <select name="app">{apps}</select> '
                    f'fps <input name="fps" value="{val["fps"]}" size="4"> '
                    f'rate <input name="rate" value="{val["rate"]}" size="6" placeholder="realtime"> '
+                   f'mode <select name="mode">{modes}</select> '
                    '<button>Add</button></form>')
         body = ((f'<div class="ok">{html.escape(message)}</div>' if message else "")
                 + (f'<div class="err">{html.escape(error)}</div>' if error else "")

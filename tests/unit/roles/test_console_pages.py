@@ -103,6 +103,22 @@ def test_admin_adds_pauses_and_removes_a_stream_through_the_forms(server):
     assert code == 200 and "stream gate removed" in text(body) and 'data-stream="gate"' not in text(body)
 
 
+def test_the_form_adds_a_backfill_stream_and_refuses_an_unknown_mode(server):
+    b = Browser(server)
+    b.sign_in(ADMIN)
+    code, _, body = b.go("/streams")
+    assert '<select name="mode">' in text(body) and 'value="backfill"' in text(body)
+    code, _, body = b.go("/streams", {"name": "old", "url": "synthetic://hud?fps=5&seconds=1", "app": "hud",
+                                      "mode": "someday"})
+    assert code == 422 and "mode" in text(body) and 'value="old"' in text(body)
+    code, _, body = b.go("/streams", {"name": "old", "url": "synthetic://hud?fps=5&seconds=1", "app": "hud",
+                                      "mode": "backfill"})
+    assert code == 200 and "stream old added" in text(body)
+    assert re.search(r'data-stream="old".*?hud · backfill', text(body), re.S)  # the registry's spec says so
+    code, _, body = b.go("/streams/old/remove", {})
+    assert code == 200 and "stream old removed" in text(body)
+
+
 def test_thumbnail_is_the_latest_frame_with_its_rows_drawn(server):
     import cv2
 
