@@ -14,7 +14,8 @@ from typing import Literal
 
 from vidnexus.contracts.sessions import SessionKey
 
-__all__ = ["Topics", "DeadLetterSource", "DEAD_LETTER_SOURCES", "REPLY_RETENTION_S", "request_retention_s"]
+__all__ = ["Topics", "DeadLetterSource", "DEAD_LETTER_SOURCES", "REPLY_RETENTION_S", "request_retention_s",
+           "BACKGROUND_RETENTION_S"]
 
 DeadLetterSource = Literal["frames", "requests", "replies", "rows", "control", "stats", "apps"]
 """The kinds of topic a role reads; a record of one that cannot be read goes to ``dead.<kind>``."""
@@ -39,6 +40,11 @@ def request_retention_s(slo_s: float) -> float:
         (10.0, 120.0)
     """
     return max(10.0, 2.0 * slo_s)
+
+
+BACKGROUND_RETENTION_S = 1200.0
+"""How long a background request topic keeps its records: twice the longest a client waits for a
+request with no deadline (``vidnexus.operators.infer.BACKGROUND_TIMEOUT_S``, 10 minutes)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,17 @@ class Topics:
             'p.req.lenet5-100ms.via.gpu0'
         """
         return self._t(f"req.{session}.via.{executor}")
+
+    def background_requests(self, session: SessionKey | str) -> str:
+        """DNN requests of one session with no deadline (a backfill's, run in the live requests'
+        slack): a topic of their own, so that a request waiting minutes for slack does not hold
+        back the committed offsets of the live requests behind it.
+
+        Example:
+            >>> Topics("p").background_requests("lenet5-100ms")
+            'p.req.lenet5-100ms.bg'
+        """
+        return self._t(f"req.{session}.bg")
 
     def replies(self, client: str) -> str:
         """Replies to one client (a worker process)."""

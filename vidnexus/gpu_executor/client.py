@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import heapq
 import logging
+import math
 import threading
 import uuid
 from collections import deque
@@ -36,7 +37,7 @@ from vidnexus.connectors.dead_letter import DeadLetters
 from vidnexus.contracts.replies import Reply
 from vidnexus.contracts.requests import InferRequest, decode_reply, encode_request
 from vidnexus.contracts.sessions import SessionKey
-from vidnexus.contracts.topics import REPLY_RETENTION_S, Topics, request_retention_s
+from vidnexus.contracts.topics import BACKGROUND_RETENTION_S, REPLY_RETENTION_S, Topics, request_retention_s
 from vidnexus.errors import CodecError, ConfigError, ConnectorError, VidnexusError
 from vidnexus.gpu_executor.metrics import recent_quantile
 from vidnexus.gpu_executor.routing import Router
@@ -135,7 +136,9 @@ class ExecutorClient:
             for f in futs:
                 f.add_done_callback(forget_if_cancelled)
             req = InferRequest(rid, str(session_id), deadline_wall, self.reply_topic, tuple(chunk), **meta)
-            self.bus.publish(self._topic_of(str(session_id)), rid.encode(), encode_request(req))
+            topic = (self._background_topic(str(session_id)) if deadline_wall == math.inf
+                     else self._topic_of(str(session_id)))
+            self.bus.publish(topic, rid.encode(), encode_request(req))
             out += futs
         return out
 
@@ -167,6 +170,19 @@ class ExecutorClient:
             except ConnectorError as e:  # the broker is away: the shared topic reaches the executors too
                 logger.warning("cannot create %s (%s): sending to the shared topic", topic, e)
                 return self.topics.requests(session_id)
+            self._routed_topics.add(topic)
+        return topic
+
+    def _background_topic(self, session_id: str) -> str:
+        """Where a request with no deadline goes: the session's background topic (not routed: any
+        executor hosting the session serves it in its slack)."""
+        topic = self.topics.background_requests(session_id)
+        if topic not in self._routed_topics:  # the executor creates it too, when it hosts the session
+            try:
+                self.bus.create_topic(topic, 4, retention_s=BACKGROUND_RETENTION_S)
+            except ConnectorError as e:  # the broker is away: the publish will wait or fail like any other
+                logger.warning("cannot create %s (%s)", topic, e)
+                return topic
             self._routed_topics.add(topic)
         return topic
 

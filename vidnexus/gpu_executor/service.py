@@ -3,7 +3,10 @@
 Requests are consumed in the ``<prefix>-executor`` consumer group: each session's shared topic
 (the executors the plan gives it share its partitions) and, with ``routed_as``, this executor's own
 topic of each session it hosts, where clients that follow the plan send it its share
-(``Topics.routed_requests``, :meth:`~vidnexus.gpu_executor.client.ExecutorClient.route`). Each input of a request message becomes an
+(``Topics.routed_requests``, :meth:`~vidnexus.gpu_executor.client.ExecutorClient.route`), and each
+session's background topic, where requests with no deadline go (``Topics.background_requests``: a
+backfill's request waiting minutes for slack holds back no live request's commit, offsets being
+per partition). Each input of a request message becomes an
 :class:`~vidnexus.gpu_executor.executor.Executor` submission with the message's absolute deadline,
 and once every input is answered (outputs or an accounted drop) one reply message, a reply per
 input, is published to the request's ``reply_to`` topic keyed by request id. Offsets are committed only once every request read so far has
@@ -25,7 +28,7 @@ from vidnexus.connectors.dead_letter import DeadLetters
 from vidnexus.connectors.watchdog import GroupWatchdog
 from vidnexus.contracts.replies import Reply
 from vidnexus.contracts.requests import decode_request, encode_reply
-from vidnexus.contracts.topics import Topics, request_retention_s
+from vidnexus.contracts.topics import BACKGROUND_RETENTION_S, Topics, request_retention_s
 from vidnexus.errors import CodecError
 from vidnexus.gpu_executor.executor import Executor
 
@@ -87,15 +90,16 @@ class ExecutorService:
         slo = next((s.slo_s for s in self.executor.core.sessions() if s.session_id == session_id), None)
         retention = request_retention_s(slo) if slo is not None else None
         self.bus.create_topic(self.names.requests(session_id), partitions, retention_s=retention)
+        self.bus.create_topic(self.names.background_requests(session_id), partitions, retention_s=BACKGROUND_RETENTION_S)
         if self.routed_as:
             self.bus.create_topic(self.names.routed_requests(session_id, self.routed_as), 1, retention_s=retention)
 
     def _wanted(self) -> list[str]:
-        """The shared request topics of the sessions the plan gives this executor (all it hosts
-        until a plan does), and its own routed topic of every session it hosts: requests clients
+        """The shared and background request topics of the sessions the plan gives this executor
+        (all it hosts until a plan does), and its own routed topic of every session it hosts: requests clients
         routed here before the plan moved a session away are still served."""
         planned = self.sessions if self._planned is None else [s for s in self._planned if s in self.sessions]
-        out = [self.names.requests(s) for s in planned]
+        out = [self.names.requests(s) for s in planned] + [self.names.background_requests(s) for s in planned]
         if self.routed_as:
             out += [self.names.routed_requests(s, self.routed_as) for s in self.sessions]
         return out + [t for t in self._adopted if t not in out]

@@ -88,6 +88,37 @@ def test_service_keeps_reading_while_a_request_is_unanswered_and_commits_only_an
     ex.stop()
 
 
+def test_requests_with_no_deadline_travel_on_the_sessions_background_topic():
+    """A backfill's request (no deadline) goes to ``req.<session>.bg`` and is answered from there; its
+    offsets are committed apart from the live topic's, so one waiting for slack holds back no live
+    request's commit."""
+    import math
+
+    settings = Settings(bus="memory", topic_prefix="bg")
+    clock = FakeClock()
+    bus = MemoryBus(clock=clock)
+    prof = Profile.linear(0.0001, 0.0005, 8)
+    ex = Executor([SessionSpec("s", "m", 30.0)], {"m": FakeRunner(prof, clock, fn=lambda x: float(x.sum()))},
+                  {"m": prof}, clock=clock).start()
+    svc = ExecutorService(ex, bus, settings, partitions=1, clock=clock)
+    client = ExecutorClient(bus, settings, "c", clock=clock)
+    names = Topics("bg")
+    back = client.submit_many("s", [np.full((2,), 3.0, np.float32)], deadline_wall=math.inf)
+    live = [client.submit("s", np.full((2,), i, np.float32), slo_s=30.0) for i in range(4)]
+    assert svc.step(timeout_s=0.0, commit_every_s=0.05) == 5
+    assert [f.result(timeout=10).output for f in live] == [2.0 * i for i in range(4)]
+    assert back[0].result(timeout=10).output == 6.0
+    assert svc.wait_answered(timeout_s=10.0)
+    clock.advance(0.1)
+    svc.step(timeout_s=0.0, commit_every_s=0.05)
+    assert bus._groups["bg-executor"].committed == {(names.requests("s"), 0): 4, (names.background_requests("s"), 0): 1}
+    assert ex.background_stats() and ex.background_stats()[0]["replies"] == 1
+    svc.stop()
+    svc.close()
+    client.close()
+    ex.stop()
+
+
 def test_requests_nobody_answers_expire_on_the_clients_clock():
     """A request with ``expires_wall`` and no executor behind its session ends as a ``timeout`` drop
     once the clock passes that time, and not before."""

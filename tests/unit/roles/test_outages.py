@@ -300,7 +300,7 @@ def test_an_executor_the_plan_does_not_know_keeps_serving_its_sessions():
         role.apply(EpochPlan(9, 40, 0.0, assignments={"e-other": {str(key): 8}}, executors=("e-other",)))
         routed = Topics("ek").routed_requests(str(key), "e-back")  # consumed while it hosts the session
         assert list(role.service.sessions) == [str(key)]
-        assert role.service.topics == [Topics("ek").requests(str(key)), routed]
+        assert role.service.topics == [Topics("ek").requests(str(key)), Topics("ek").background_requests(str(key)), routed]
         client = ExecutorClient(bus, settings, "c", clock=clock)
         fut = client.submit(str(key), np.ones(3, np.float32), slo_s=5.0)
         while not fut.done():
