@@ -101,7 +101,7 @@ class ExecutorClient:
         self._model_hops: dict[str, deque[float]] = {}  # model → the same, over all of its sessions
         self._lock = threading.Lock()
         self._routers: dict[str, Router[str]] = {}
-        self._routed_topics: set[str] = set()  # created already
+        self._created_topics: set[str] = set()  # routed and background topics this client created already
         self._stop = threading.Event()
         self._consumer = bus.subscribe([self.reply_topic], group=None, from_beginning=True)
         self._thread = threading.Thread(target=self._listen, daemon=True, name="vnx-client")
@@ -164,26 +164,26 @@ class ExecutorClient:
         if executor is None:
             return self.topics.requests(session_id)
         topic = self.topics.routed_requests(session_id, executor)
-        if topic not in self._routed_topics:  # the executor creates it too, when the plan reaches it
+        if topic not in self._created_topics:  # the executor creates it too, when the plan reaches it
             try:
                 self.bus.create_topic(topic, 1, retention_s=_retention(session_id))
             except ConnectorError as e:  # the broker is away: the shared topic reaches the executors too
                 logger.warning("cannot create %s (%s): sending to the shared topic", topic, e)
                 return self.topics.requests(session_id)
-            self._routed_topics.add(topic)
+            self._created_topics.add(topic)
         return topic
 
     def _background_topic(self, session_id: str) -> str:
         """Where a request with no deadline goes: the session's background topic (not routed: any
         executor hosting the session serves it in its slack)."""
         topic = self.topics.background_requests(session_id)
-        if topic not in self._routed_topics:  # the executor creates it too, when it hosts the session
+        if topic not in self._created_topics:  # the executor creates it too, when it hosts the session
             try:
                 self.bus.create_topic(topic, 4, retention_s=BACKGROUND_RETENTION_S)
             except ConnectorError as e:  # the broker is away: the publish will wait or fail like any other
                 logger.warning("cannot create %s (%s)", topic, e)
                 return topic
-            self._routed_topics.add(topic)
+            self._created_topics.add(topic)
         return topic
 
     def flush(self) -> None:
