@@ -29,16 +29,11 @@ import time
 from typing import Any, Sequence
 
 from vidnexus.benchmarks.machine import machine_info
-from vidnexus.control.variants import Budgets, TaskSession, Variant, choose_variants, shares
+from vidnexus.control.variants import Budgets, TaskSession, catalog_of, choose_variants, shares
 
 RATES = (400.0, 200.0, 100.0, 50.0)
 FRACTIONS = (1.5, 1.0, 0.75, 0.5, 0.25, 0.1, 0.05)
 BATCH = 16
-
-
-def catalog_of(measured: Sequence[Any]) -> list[Variant]:
-    """The pure catalog rows of measured variants, at the batch the bench runs."""
-    return [Variant(m.name, m.task, m.accuracy, m.cost_s(BATCH), m.memory_bytes, m.load_s) for m in measured]
 
 
 def _serve(models: dict[str, Any], choice: dict[str, str], sessions: Sequence[TaskSession], budget: Budgets,
@@ -88,7 +83,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     measured = load_or_measure(model_dir)
     models = variant_models(model_dir)
     xs, ys = held_out()
-    catalog = catalog_of(measured)
+    catalog = catalog_of(measured, BATCH)
     console.print("catalog (held-out accuracy, one thread, batch 16):")
     for v in catalog:
         console.print(f"  {v.name:12s} accuracy {v.accuracy:.4f}  {1000 * v.cost_s:7.3f} ms/request  "

@@ -180,7 +180,7 @@ def models_variants(
     measured once on this machine (the first call trains the glyph models if they are not cached: about
     two minutes). With --rate, the most accurate variant each session can run within its share of
     the budgets (shares in proportion to rate)."""
-    from vidnexus.control.variants import Budgets, TaskSession, Variant, choose_variants, shares
+    from vidnexus.control.variants import Budgets, TaskSession, catalog_of, choose_variants, shares
     from vidnexus.training.variants import TASK, load_or_measure
 
     if name != TASK:
@@ -198,7 +198,7 @@ def models_variants(
     console.print(t)
     if not rate:
         return
-    catalog = [Variant(m.name, m.task, m.accuracy, m.cost_s(batch), m.memory_bytes, m.load_s) for m in measured]
+    catalog = catalog_of(measured, batch)
     sessions = [TaskSession(f"s{i}", TASK, r) for i, r in enumerate(rate)]
     budgets = Budgets(device_budget if device_budget is not None else float("inf"),
                       memory_budget_mb * 1e6 if memory_budget_mb is not None else float("inf"))

@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-__all__ = ["Variant", "TaskSession", "Budgets", "Choice", "choose_variants", "shares"]
+__all__ = ["Variant", "TaskSession", "Budgets", "Choice", "choose_variants", "shares", "catalog_of"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,12 @@ class Variant:
             raise ValueError(f"variant {self.name}: cost per request must be > 0, got {self.cost_s}")
         if self.memory_bytes < 0 or self.load_s < 0:
             raise ValueError(f"variant {self.name}: memory and load time must be ≥ 0")
+
+
+def catalog_of(measured: Sequence[Any], batch: int) -> list[Variant]:
+    """The catalog rows of measured variants (``training.variants.MeasuredVariant``: name, task,
+    accuracy, ``cost_s(batch)``, memory, load time), each costed at ``batch``."""
+    return [Variant(m.name, m.task, m.accuracy, m.cost_s(batch), m.memory_bytes, m.load_s) for m in measured]
 
 
 @dataclass(frozen=True)

@@ -164,27 +164,30 @@ class ExecutorClient:
         if executor is None:
             return self.topics.requests(session_id)
         topic = self.topics.routed_requests(session_id, executor)
-        if topic not in self._created_topics:  # the executor creates it too, when the plan reaches it
-            try:
-                self.bus.create_topic(topic, 1, retention_s=_retention(session_id))
-            except ConnectorError as e:  # the broker is away: the shared topic reaches the executors too
-                logger.warning("cannot create %s (%s): sending to the shared topic", topic, e)
-                return self.topics.requests(session_id)
-            self._created_topics.add(topic)
-        return topic
+        # The executor creates it too, when the plan reaches it; the shared topic reaches it meanwhile.
+        if self._created(topic, 1, _retention(session_id)):
+            return topic
+        logger.warning("sending %s's request to its shared topic", session_id)
+        return self.topics.requests(session_id)
 
     def _background_topic(self, session_id: str) -> str:
         """Where a request with no deadline goes: the session's background topic (not routed: any
-        executor hosting the session serves it in its slack)."""
+        executor hosting the session serves it in its slack; it creates the topic too)."""
         topic = self.topics.background_requests(session_id)
-        if topic not in self._created_topics:  # the executor creates it too, when it hosts the session
-            try:
-                self.bus.create_topic(topic, 4, retention_s=BACKGROUND_RETENTION_S)
-            except ConnectorError as e:  # the broker is away: the publish will wait or fail like any other
-                logger.warning("cannot create %s (%s)", topic, e)
-                return topic
-            self._created_topics.add(topic)
+        self._created(topic, 4, BACKGROUND_RETENTION_S)  # if the broker is away, the publish waits or fails
         return topic
+
+    def _created(self, topic: str, partitions: int, retention_s: float | None) -> bool:
+        """Create ``topic`` once per client; False when the broker refused it (logged)."""
+        if topic in self._created_topics:
+            return True
+        try:
+            self.bus.create_topic(topic, partitions, retention_s=retention_s)
+        except ConnectorError as e:
+            logger.warning("cannot create %s (%s)", topic, e)
+            return False
+        self._created_topics.add(topic)
+        return True
 
     def flush(self) -> None:
         self.bus.flush()

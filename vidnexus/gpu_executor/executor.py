@@ -304,7 +304,7 @@ class Executor:
                 self._finish_drop(rid, "error")
             return
         seconds = self.clock.now() - t0
-        if dispatch.group is None and items:
+        if self._prober is not None and dispatch.group is None and items:
             self._samples[dispatch.model] = items[0].input
         with self._lock:
             self.core.observed(dispatch, seconds)

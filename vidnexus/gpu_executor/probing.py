@@ -75,9 +75,7 @@ def extend(profile: Profile, b: int, seconds: Sequence[float]) -> Profile:
     mean = max(statistics.fmean(seconds), max((m for s, m in zip(profile.sizes, profile.mean_s) if s < b),
                                               default=0.0))
     std = statistics.pstdev(seconds) if len(seconds) > 1 else 0.0
-    rows = sorted(zip(profile.sizes, profile.mean_s, profile.std_s or [0.0] * len(profile.sizes)))
-    rows.append((b, mean, std))
-    rows.sort()
+    rows = sorted([*zip(profile.sizes, profile.mean_s, profile.std_s or [0.0] * len(profile.sizes)), (b, mean, std)])
     return Profile(tuple(r[0] for r in rows), tuple(r[1] for r in rows), tuple(r[2] for r in rows))
 
 

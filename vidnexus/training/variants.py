@@ -22,7 +22,6 @@ import copy
 import io
 import json
 import logging
-import platform
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -110,27 +109,21 @@ def variant_models(model_dir: Path, quick: bool = True) -> dict[str, Any]:
             "compact_b": g.models["compact_b"].eval(), "compact_a": g.models["compact_a"].eval()}
 
 
-def _bytes(model: Any) -> int:
+def _weights(model: Any) -> tuple[int, float]:
+    """(bytes of the saved weights, seconds to load them into a fresh copy): the variant's memory
+    while loaded, and what switching to it costs."""
     import torch
 
     buf = io.BytesIO()
     torch.save(model.state_dict(), buf)
-    return buf.tell()
-
-
-def _load_s(model: Any) -> float:
-    """Seconds to load the saved weights into a fresh copy (what switching to the variant costs)."""
-    import torch
-
-    buf = io.BytesIO()
-    torch.save(model.state_dict(), buf)
+    size = buf.tell()
     fresh = copy.deepcopy(model)
     t0 = time.perf_counter()
     buf.seek(0)
     with warnings.catch_warnings():  # a quantized state dict's packed weights use the old storage API
         warnings.simplefilter("ignore")
         fresh.load_state_dict(torch.load(buf, weights_only=False))
-    return time.perf_counter() - t0
+    return size, time.perf_counter() - t0
 
 
 def _measure(models: dict[str, Any], xs: np.ndarray, ys: np.ndarray) -> list[MeasuredVariant]:
@@ -153,27 +146,23 @@ def _measure(models: dict[str, Any], xs: np.ndarray, ys: np.ndarray) -> list[Mea
 
             prof, _ = profile_runner(run, lambda: xs[0], list(PROFILE_SIZES), repeats=7, warmup=3)
             arch = "oracle" if name.startswith("oracle") else name
+            size, load_s = _weights(m)
             out.append(MeasuredVariant(name, TASK, arch, "int8" if name.endswith("int8") else "float32",
-                                       round(acc, 4), prof, _bytes(m), round(_load_s(m), 5)))
+                                       round(acc, 4), prof, size, round(load_s, 5)))
         return out
     finally:
         torch.set_num_threads(before)
 
 
 def _key(quick: bool) -> str:
+    """What the catalog's figures depend on: the profile environment (CPU, torch) at one thread,
+    OpenCV's version (it renders the held-out set) and this module's version."""
     import cv2
-    import torch
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return json.dumps({"version": _VERSION, "quick": quick, "torch": torch.__version__, "opencv": cv2.__version__,
-                       "cpu": cpu, "threads": 1}, sort_keys=True)
+    from vidnexus.gpu_executor.profiler import profile_env
+
+    return json.dumps({**profile_env("cpu"), "threads": 1, "version": _VERSION, "quick": quick,
+                       "opencv": cv2.__version__}, sort_keys=True)
 
 
 def load_or_measure(model_dir: Path, quick: bool = True) -> list[MeasuredVariant]:
