@@ -32,6 +32,7 @@ BENCHMARKS: dict[str, str] = {
     "colocate": "vidnexus.benchmarks.colocate",
     "layerwise": "vidnexus.benchmarks.layerwise_bench",
     "variants": "vidnexus.benchmarks.variants_bench",
+    "device": "vidnexus.benchmarks.device_bench",
 }
 """Benchmark name → module with ``run(quick, console)`` (imported only when that benchmark runs)."""
 

@@ -21,6 +21,7 @@ synthetic profile's ``synthetic_layerwise_capacity_over_model_level``.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any, Sequence
 
 from vidnexus.benchmarks.machine import machine_info
@@ -57,28 +58,41 @@ def split_groups(costs: Sequence[float], groups: int) -> list[tuple[int, int]]:
     return out
 
 
-def measure_groups(quick: bool, console: Any) -> tuple[list[Profile], list[tuple[int, int]]]:
-    """h_k(b) of MobileNetV3-Small's 5 layer groups on this CPU (one torch thread)."""
+def measure_groups(quick: bool, console: Any, *, device: str = "cpu",
+                   sizes: Sequence[int] | None = None) -> tuple[list[Profile], list[tuple[int, int]]]:
+    """h_k(b) of MobileNetV3-Small's 5 layer groups on ``device`` (this CPU by default, one torch
+    thread; on a GPU each run is timed to its end with a synchronize)."""
     import numpy as np
     import torch
 
     from vidnexus.gpu_executor.zoo import random_init
 
-    torch.set_num_threads(1)
-    model = random_init("mobilenet_v3_small").eval()
+    if device == "cpu":
+        torch.set_num_threads(1)
+    cuda = device.startswith("cuda")
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    model = random_init("mobilenet_v3_small").eval().to(device)
     layers = [*model.features, torch.nn.Sequential(model.avgpool, torch.nn.Flatten(1), model.classifier)]
-    x = torch.from_numpy(np.random.default_rng(0).random((1, 3, 224, 224), dtype=np.float32))
+    x = torch.from_numpy(np.random.default_rng(0).random((1, 3, 224, 224), dtype=np.float32)).to(device)
     costs, outs = [], []
     with torch.inference_mode():
         for layer in layers:  # one pass at batch 1: each layer's cost, to cut the groups
+            layer(x)
+            sync()
             t0 = time.perf_counter()
             for _ in range(5):
                 y = layer(x)
+            sync()
             costs.append((time.perf_counter() - t0) / 5)
             outs.append(x)
             x = y
     cuts = split_groups(costs, GROUPS)
-    sizes = [1, 4, 16] if quick else [1, 2, 4, 8, 12, 16, 24, 32]  # the bound B: the largest
+    if sizes is None:
+        sizes = [1, 4, 16] if quick else [1, 2, 4, 8, 12, 16, 24, 32]  # the bound B: the largest
     repeats = 3 if quick else 7
     profiles = []
     with torch.inference_mode():
@@ -89,10 +103,12 @@ def measure_groups(quick: bool, console: Any) -> tuple[list[Profile], list[tuple
             for n in sizes:
                 batch = one.repeat(n, *([1] * (one.dim() - 1)))
                 group(batch)  # warm the shape
+                sync()
                 times = []
                 for _ in range(repeats):
                     t0 = time.perf_counter()
                     group(batch)
+                    sync()
                     times.append(time.perf_counter() - t0)
                 times.sort()
                 mid = times[: max(1, len(times) - 1)]  # the slowest run out: this VM's stalls
@@ -102,6 +118,20 @@ def measure_groups(quick: bool, console: Any) -> tuple[list[Profile], list[tuple
             console.print(f"  group layers {a}–{b - 1}: h(1) {means[0] * 1000:.2f} ms, h({sizes[-1]}) "
                           f"{means[-1] * 1000:.2f} ms ({means[-1] / means[0] / sizes[-1]:.2f} of {sizes[-1]} singles)")
     return profiles, cuts
+
+
+DEVICE_RESULT = Path(__file__).resolve().parents[2] / "bench" / "results" / "device-h200-2026-11-27.json"
+"""The same five groups' h_k(b) measured on an NVIDIA H200 by ``vidnexus bench device``."""
+
+
+def measured_gpu_groups() -> tuple[list[Profile], str]:
+    """:data:`DEVICE_RESULT`'s group profiles and its GPU's name; none where the file is not there."""
+    import json
+
+    if not DEVICE_RESULT.exists():
+        return [], ""
+    doc = json.loads(DEVICE_RESULT.read_text())
+    return [Profile.from_dict(d) for d in doc["results"][1]["layer_group_profiles"]], str(doc["machine"].get("gpu"))
 
 
 def _capacity(h: list[Profile], policy: str, deadline_s: float, duration_s: float, lo: float, hi: float,
@@ -140,6 +170,8 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     cpu = _compare("cpu", h, deadline, duration, tol, console)
     synthetic = [Profile.linear(0.0002, 0.002, 64) for _ in range(GROUPS)]
     syn = _compare("synthetic", synthetic, deadline, duration, tol, console)
+    gpu_groups, gpu_name = measured_gpu_groups()
+    gpu = _compare("gpu", gpu_groups, deadline, 0.3 if quick else 2.0, tol, console) if gpu_groups else None
 
     def ratio(row: dict[str, Any], a: str, b: str) -> float:
         return round(row[a] / row[b], 3) if row[b] else 0.0
@@ -152,10 +184,17 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         "synthetic_layerwise_capacity_over_model_level": ratio(syn, "capacity_layerwise", "capacity_model"),
         "synthetic_layerwise_completion_over_model_level": ratio(syn, "completion_ms_layerwise", "completion_ms_model"),
     }
+    if gpu is not None:
+        summary.update({
+            "gpu_layerwise_capacity_over_model_level": ratio(gpu, "capacity_layerwise", "capacity_model"),
+            "gpu_layerwise_capacity_over_none": ratio(gpu, "capacity_layerwise", "capacity_none"),
+            "gpu_layerwise_completion_over_model_level": ratio(gpu, "completion_ms_layerwise", "completion_ms_model"),
+        })
     console.print(f"summary: {summary}  ({time.perf_counter() - t0:.0f} s)")
     return {"name": "layerwise", "machine": machine_info(),
             "config": {"quick": quick, "model": "mobilenet_v3_small", "groups": GROUPS, "group_layers": cuts,
                        "torch_threads": 1, "profiles": [p.to_dict() for p in h], "deadline_ms": deadline * 1000,
                        "sim_seconds": duration, "target": TARGET,
-                       "synthetic_profile": "each group 2 ms + 0.2 ms per item (not measured)"},
-            "results": [cpu, syn], "summary": summary}
+                       "synthetic_profile": "each group 2 ms + 0.2 ms per item (not measured)",
+                       "gpu_profile": f"{DEVICE_RESULT.name}: {gpu_name}" if gpu is not None else None},
+            "results": [cpu, syn] + ([gpu] if gpu is not None else []), "summary": summary}

@@ -10,7 +10,8 @@ import math
 import random
 import statistics
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Sequence
 
 from vidnexus.benchmarks.machine import machine_info
 from vidnexus.contracts.profile import Profile
@@ -101,46 +102,79 @@ def _epochs(n: int, rate: float, seeds: int, profiles: dict[str, Profile]) -> di
             "devices_over_fresh_plan": statistics.fmean(r["devices"] / r["fresh_devices"] for r in rows)}
 
 
-def _heterogeneous(two: dict[str, Profile], one: dict[str, Profile], quick: bool) -> dict[str, Any]:
-    """Piccolo's heterogeneous planning (:mod:`vidnexus.control.piccolo`) on two device types
-    measured here: this CPU as an executor with 2 torch threads (price 2, its cores) and with 1
-    (price 1). For each model, rate (1 to 6 of the 2-thread type's best throughputs) and latency
-    budget (2.2 ℓ(1) to 400 ms), the cost of the configuration generator's plan with both types,
-    and of the cheapest plan on one type: their ratio, averaged (Piccolo's ablation: 1.232)."""
+DEVICE_RESULT = Path(__file__).resolve().parents[2] / "bench" / "results" / "device-h200-2026-11-27.json"
+"""Profiles measured on an NVIDIA H200 and its host's 16-core CPU by ``vidnexus bench device`` (this
+box has no GPU): the real device types of the heterogeneous-cost figure."""
+PRICES = {"h200": 5.408, "cpu16": 0.68}
+"""US dollars per hour: one H200 at AWS EC2 Capacity Blocks' effective accelerator rate (p5e.48xlarge,
+US East (Ohio): $43.26 for 8), and a 16-vCPU c5.4xlarge on demand (US East (N. Virginia), the AWS
+Auto Scaling guide's example table) — list prices, parameters of the figure, not measurements."""
+
+
+def _heterogeneous(types: dict[str, tuple[dict[str, Profile], float]], quick: bool,
+                   multiples: Sequence[float] | None = None) -> dict[str, Any]:
+    """Piccolo's heterogeneous planning (:mod:`vidnexus.control.piccolo`) over device types, each
+    ``(profiles, price)``. For each model, rate (``multiples`` of the first type's best throughput)
+    and latency budget (2.2 ℓ(1) of the first type to 400 ms), the cost of the configuration
+    generator's plan with every type, and of the cheapest plan on one type: their ratio, averaged
+    (Piccolo's ablation: 1.232)."""
     from vidnexus.control.piccolo import Config, generate_configs
     from vidnexus.errors import PlacementError
 
+    names = list(types)
+    first = types[names[0]][0]
+    if multiples is None:
+        multiples = (1.5, 4.5) if quick else (1.0, 2.5, 4.5, 6.0)
     rows: list[dict[str, Any]] = []
     ratios: list[float] = []
-    for m in sorted(set(two) & set(one)):
-        configs = [Config(b, two[m].latency(b), "2-thread", 2.0) for b in two[m].sizes] + \
-                  [Config(b, one[m].latency(b), "1-thread", 1.0) for b in one[m].sizes]
-        best = max(b / two[m].latency(b) for b in two[m].sizes)
-        floor = 2.2 * two[m].latency(1)
+    for m in sorted(set.intersection(*(set(p) for p, _ in types.values()))):
+        configs = [Config(b, profs[m].latency(b), kind, price)
+                   for kind, (profs, price) in types.items() for b in profs[m].sizes]
+        best = max(b / first[m].latency(b) for b in first[m].sizes)
+        floor = 2.2 * first[m].latency(1)
         for budget in sorted({max(floor, x) for x in ((0.1, 0.4) if quick else (0.05, 0.1, 0.2, 0.4))}):
-            for k in ((1.5, 4.5) if quick else (1.0, 2.5, 4.5, 6.0)):
+            for k in multiples:
                 rate = k * best
                 try:
-                    mix = generate_configs(configs, rate, budget).cost
+                    mix = generate_configs(configs, rate, budget)
                 except PlacementError:
                     continue
                 single = []
-                for kind in ("2-thread", "1-thread"):
+                for kind in names:
                     try:
                         single.append(generate_configs([c for c in configs if c.device_type == kind], rate, budget).cost)
                     except PlacementError:
                         pass
                 if not single:
                     continue
-                ratios.append(min(single) / mix)
+                ratios.append(min(single) / mix.cost)
                 rows.append({"model": m, "budget_ms": round(budget * 1000), "rate": round(rate, 1),
-                             "mix_cost": round(mix, 3), "single_cost": round(min(single), 3),
-                             "types_used": sorted({a.config.device_type for a in
-                                                   generate_configs(configs, rate, budget).allocations})})
-    ratio = statistics.fmean(ratios)
+                             "mix_cost": round(mix.cost, 3), "single_cost": round(min(single), 3),
+                             "types_used": sorted({a.config.device_type for a in mix.allocations})})
+    ratio = statistics.fmean(ratios) if ratios else 1.0
     return {"heterogeneous": rows, "single_type_cost_over_mix": round(ratio, 4),
-            "device_types": {"2-thread": {"price": 2.0}, "1-thread": {"price": 1.0}},
-            "profiles_1_thread": {k: v.to_dict() for k, v in one.items()}}
+            "device_types": {kind: {"price": price} for kind, (_, price) in types.items()}}
+
+
+def _measured_device_types(quick: bool) -> dict[str, Any] | None:
+    """The heterogeneous figure on real device types: :data:`DEVICE_RESULT`'s H200 profiles (the CUDA
+    graph runner where it has one, else eager) and its host CPU's, at :data:`PRICES` and at price
+    ratios 4× and 16× around them; None when that file is not there (an installed package)."""
+    import json
+
+    if not DEVICE_RESULT.exists():
+        return None
+    doc = json.loads(DEVICE_RESULT.read_text())
+    measured = doc["results"][0]["profiles"]
+    gpu = {m: Profile.from_dict(d) for m, d in measured["device"].items()}
+    gpu.update({m: Profile.from_dict(d) for m, d in measured["device_cuda_graphs"].items()})
+    cpu = {m: Profile.from_dict(d) for m, d in measured["host_cpu"].items()}
+    multiples = (0.05, 0.5, 2.5) if quick else (0.02, 0.1, 0.3, 1.0, 2.5, 4.5)
+    out: dict[str, Any] = {"source": DEVICE_RESULT.name, "gpu": doc["machine"].get("gpu"), "prices_usd_per_hour": PRICES}
+    for label, ratio in (("list", PRICES["h200"] / PRICES["cpu16"]), ("ratio_4", 4.0), ("ratio_16", 16.0)):
+        out[label] = _heterogeneous({"h200": (gpu, ratio), "cpu16": (cpu, 1.0)}, quick, multiples)
+        out[label]["price_ratio"] = round(ratio, 3)
+    return out
 
 
 def run(quick: bool, console: Any) -> dict[str, Any]:
@@ -186,7 +220,17 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     console.print(f"small instances (8–24 sessions, {len(small)} solved exactly by {solver}): "
                   f"squishy/optimal = {over_opt:.3f}; optimal/lower bound = {opt_over_lb:.3f}, "
                   f"over the split bound = {opt_over_split:.3f}")
-    hetero = _heterogeneous(profiles, measured_profiles(quick, console, threads=1), quick)
+    one = measured_profiles(quick, console, threads=1)
+    hetero = _heterogeneous({"2-thread": (profiles, 2.0), "1-thread": (one, 1.0)}, quick)
+    hetero["profiles_1_thread"] = {k: v.to_dict() for k, v in one.items()}
+    devices = _measured_device_types(quick)
+    if devices is not None:
+        hetero["measured_device_types"] = devices
+        console.print(f"two real device types ({devices['gpu']} at ${PRICES['h200']}/h and its host's 16-core CPU at "
+                      f"${PRICES['cpu16']}/h, profiles from {devices['source']}): the cheapest single type costs "
+                      f"{devices['list']['single_type_cost_over_mix']:.3f}× the mix (price ratio 4: "
+                      f"{devices['ratio_4']['single_type_cost_over_mix']:.3f}×, 16: "
+                      f"{devices['ratio_16']['single_type_cost_over_mix']:.3f}×)")
     console.print(f"two device types (this CPU as a 2-thread executor at price 2 and a 1-thread one at price 1), "
                   f"Piccolo's planner: the cheapest single type costs {hetero['single_type_cost_over_mix']:.3f}× "
                   f"the mix (Piccolo reports 1.232×)")
@@ -209,6 +253,13 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         "single_type_cost_over_mix": hetero["single_type_cost_over_mix"],
         "cost_over_single_type": round(hetero["single_type_cost_over_mix"] - 1, 4),
     }
+    if devices is not None:
+        summary.update({
+            "gpu_cpu_single_type_cost_over_mix": devices["list"]["single_type_cost_over_mix"],
+            "gpu_cpu_cost_over_single_type": round(devices["list"]["single_type_cost_over_mix"] - 1, 4),
+            "gpu_cpu_cost_over_single_type_ratio_4": round(devices["ratio_4"]["single_type_cost_over_mix"] - 1, 4),
+            "gpu_cpu_cost_over_single_type_ratio_16": round(devices["ratio_16"]["single_type_cost_over_mix"] - 1, 4),
+        })
     console.print(f"summary: {summary}  ({time.perf_counter() - t0:.0f} s)")
     return {"name": "scheduler", "machine": machine_info(),
             "config": {"quick": quick, "sizes": list(sizes) + [10_000], "seeds": seeds, "zipf": 0.9, "slo_ms": [50, 400],

@@ -244,11 +244,15 @@ def executor(
     price: float = typer.Option(1.0, callback=finite, help="The device's unit price: the scheduler puts each "
                                 "session on the type with the most throughput per price and minimises "
                                 "devices × price."),
-    probe_batches: Optional[bool] = typer.Option(None, "--probe-batches/--no-probe-batches", help="Measure batch "
-                                                 "sizes past the start-up profile (24 … 256) in idle time, while a "
-                                                 "session's SLO could use them, so plans may use them (default: on "
-                                                 "for a cuda device; off for cpu, where probes take the cores the "
-                                                 "host's other roles use)."),
+    probe_batches: bool = typer.Option(False, "--probe-batches/--no-probe-batches", help="Measure batch sizes "
+                                       "past the start-up profile (24 … 256) in idle time, while a session's SLO "
+                                       "could use them, so plans may use them. Off by default: on an H100 and an "
+                                       "H200 it served fewer requests within their SLO after a load step, not "
+                                       "more (docs/control-plane.md, bench/results/device-h200-2026-11-27.json)."),
+    cuda_graphs: bool = typer.Option(True, "--cuda-graphs/--no-cuda-graphs", help="On a cuda device, run torch "
+                                     "models through a CUDA graph per batch size: one launch per batch instead of "
+                                     "one per kernel from Python (a model that cannot be captured runs eagerly; "
+                                     "detectors always do). No effect on cpu. See docs/models.md."),
 ) -> None:
     """Serve model sessions over Kafka until SIGTERM (distributed mode).
 
@@ -294,12 +298,12 @@ def executor(
     role = ExecutorRole(cfg, sessions, bus=bus, device=device, policy=policy,  # type: ignore[arg-type]
                         load=repository_loader(cfg, device, wmap,
                                                           lambda line: err_console.print(f"executor: {line}", markup=False),
-                                                          threads=threads),
+                                                          threads=threads, cuda_graphs=cuda_graphs),
                         executor_id=executor_id, stats_every_s=stats_every,
                         metrics=ExecutorMetrics(registry), order=order.replace("-", "_"),  # type: ignore[arg-type]
                         device_type=device_type, price=price,
-                        probe=probe_batches if probe_batches is not None else device.startswith("cuda"),
-                        save_profile=profile_saver(cfg, device, repository(cfg)))
+                        probe=probe_batches,
+                        save_profile=profile_saver(cfg, device, repository(cfg), cuda_graphs))
     role.on_summary = _print_summary
     stop = threading.Event()
     _stop_on_signals(stop)

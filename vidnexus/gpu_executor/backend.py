@@ -209,6 +209,7 @@ class DutyCycle:
         for s in sessions:
             self.add_session(s)
         self.set_targets(targets or local_targets(sessions, self._profiles, self._groups))
+        self._planned = bool(targets)
 
     # -- plan ---------------------------------------------------------------------------------
     def add_session(self, spec: SessionSpec, target: int | None = None) -> None:
@@ -231,6 +232,8 @@ class DutyCycle:
         return tuple(Dropped(session_id, rid, "overload") for rid in q.ids)
 
     def set_targets(self, targets: Mapping[str, int]) -> None:
+        """The plan's batch sizes; from then on a new profile leaves them to the next plan."""
+        self._planned = True
         for sid, b in targets.items():
             if sid in self._queues:
                 self._queues[sid].target = max(1, int(b))
@@ -426,5 +429,12 @@ class DutyCycle:
         self._profiles[dispatch.model] = p.observed(dispatch.batch, seconds, weight)
 
     def with_profile(self, model: str, profile: Profile) -> None:
+        """A new profile for ``model`` (a load, a background probe). While no plan has set the
+        batch sizes, they are chosen again from it (``local_targets``): a size measured in the
+        background is used at once by an executor that serves without a scheduler."""
         self._profiles[model] = profile
+        if not self._planned:
+            specs = [q.spec for q in self._queues.values()]
+            for sid, b in local_targets(specs, self._profiles, self._groups).items():
+                self._queues[sid].target = max(1, b)
 

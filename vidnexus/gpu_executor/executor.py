@@ -35,7 +35,7 @@ from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.contracts.replies import DropReason, Reply
 from vidnexus.gpu_executor.backend import Dispatch, DutyCycle, Order, SessionSpec
 from vidnexus.gpu_executor.metrics import ExecutorMetrics
-from vidnexus.gpu_executor.probing import Prober
+from vidnexus.gpu_executor.probing import FIRST_RUN_FACTOR, Prober
 from vidnexus.contracts.profile import Profile
 
 __all__ = ["Executor", "GroupRunner", "Runner", "prepare_where", "CALLER_BELOW_S", "BACKGROUND_SUFFIX", "background_of"]
@@ -328,7 +328,8 @@ class Executor:
                     slos.setdefault(spec.model, []).append(spec.slo_s)
             if not slos:
                 return False
-            pick = self._prober.want(self.core.profiles(), slos, now, self.core.rt_deadline(now))
+            factors = {m: float(getattr(self.runners[m], "first_run_factor", FIRST_RUN_FACTOR)) for m in slos}
+            pick = self._prober.want(self.core.profiles(), slos, now, self.core.rt_deadline(now), factors)
             if pick is None:
                 return False
             model, b = pick

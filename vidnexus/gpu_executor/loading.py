@@ -56,11 +56,21 @@ def warm_sizes(measured: tuple[int, ...]) -> list[int]:
     return list(range(2, min(top, WARM_EVERY_UP_TO) + 1)) + [b for b in measured if b > WARM_EVERY_UP_TO]
 
 
-def profile_saver(settings: Settings, device: str, repo: Any) -> Callable[[str, Any], None]:
+def runner_env(device: str, version: int | None, cuda_graphs: bool = False) -> dict[str, Any]:
+    """The key a served model's profile is cached under: what changes it (``profile_env``), and
+    whether its runner replays CUDA graphs (a different ℓ(b) on the same device)."""
+    from vidnexus.gpu_executor.profiler import profile_env
+
+    env = profile_env(device, version)
+    return {**env, "cuda_graphs": True} if cuda_graphs and device.startswith("cuda") else env
+
+
+def profile_saver(settings: Settings, device: str, repo: Any, cuda_graphs: bool = False) -> Callable[[str, Any], None]:
     """A function (model, profile) → None that caches a profile the executor extended in the
     background (:mod:`~vidnexus.gpu_executor.probing`) where :func:`prepare_models` looks for it,
-    under the same environment key (the model's repository version, None for an app's own model)."""
-    from vidnexus.gpu_executor.profiler import profile_env, save_profile
+    under the same environment key (the model's repository version, None for an app's own model;
+    ``cuda_graphs`` as the runners were built)."""
+    from vidnexus.gpu_executor.profiler import save_profile
 
     def save(model: str, profile: Any) -> None:
         try:
@@ -68,21 +78,23 @@ def profile_saver(settings: Settings, device: str, repo: Any) -> Callable[[str, 
         except Exception:  # an app's own model: prepare_models keys it without a version
             version = None
         try:
-            save_profile(settings.data_dir / "profiles", model, device, profile, profile_env(device, version))
+            save_profile(settings.data_dir / "profiles", model, device, profile, runner_env(device, version, cuda_graphs))
         except OSError as e:  # a read-only data directory: serving goes on with the profile in memory
             logger.warning("could not cache the extended profile of %s: %s", model, e)
 
     return save
 
 
-def build_runner(repo: Any, model: str, device: str, weights: Path | None, threads: int = 0) -> Any:
+def build_runner(repo: Any, model: str, device: str, weights: Path | None, threads: int = 0,
+                 cuda_graphs: bool = False) -> Any:
     """A runner for a model of ``repo`` (a :class:`~vidnexus.gpu_executor.repository.ModelRepository`):
     a TorchRunner (real weights from a local state_dict file when given), or a runner for a model
     file (a registered ONNX file, or a catalogue entry's packaged ONNX or TFLite file:
     :func:`~vidnexus.gpu_executor.runner.file_runner`); a catalogue entry's ``postprocess``
     turns each output row into the reply's value. ``threads``: a model file's runtime threads
     (onnxruntime's intra-op, LiteRT's; 0: the runtime's default), as ``vidnexus executor --threads``
-    gives torch's."""
+    gives torch's. ``cuda_graphs``: a torch model on a CUDA device replays a CUDA graph per batch
+    size (``TorchRunner``; a detector, whose inputs are a list, runs eagerly)."""
     from dataclasses import replace
 
     from vidnexus.gpu_executor.runner import TorchRunner
@@ -101,14 +113,14 @@ def build_runner(repo: Any, model: str, device: str, weights: Path | None, threa
     detection = spec.task in ("detect", "pose")
     post: Callable[[Any], Any] = own or ((lambda r: {k: v.tolist() for k, v in r.items()}) if detection
                                          else (lambda t: t.tolist()))
-    return TorchRunner(model, module, device, postprocess=post, list_input=detection), spec
+    return TorchRunner(model, module, device, postprocess=post, list_input=detection, cuda_graphs=cuda_graphs), spec
 
 
 def prepare_models(
     settings: Settings, models: list[str], device: str = "cpu", weights: dict[str, Path] | None = None,
     loaders: dict[str, Callable[[Settings], Any]] | None = None,
     shapes: dict[str, tuple[int, ...]] | None = None, *, repo: Any,
-    progress: Callable[[str], None] | None = None, threads: int = 0,
+    progress: Callable[[str], None] | None = None, threads: int = 0, cuda_graphs: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Runners and profiles for ``models``, every batch size warmed up.
 
@@ -118,12 +130,13 @@ def prepare_models(
     ``shapes[name]``). Profiles are measured once per (model, device) and cached under the data
     directory, keyed by what changes them (:func:`~vidnexus.gpu_executor.profiler.profile_env`).
     ``progress`` receives one line per step (loading, profiling with an estimate, warming, ready);
-    ``threads``: a model file's runtime threads (:func:`build_runner`)."""
+    ``threads``: a model file's runtime threads, ``cuda_graphs``: torch models replay CUDA graphs
+    (:func:`build_runner`)."""
     import time
 
     import numpy as np
 
-    from vidnexus.gpu_executor.profiler import load_profile, profile_env, profile_runner, save_profile
+    from vidnexus.gpu_executor.profiler import load_profile, profile_runner, save_profile
     from vidnexus.gpu_executor.runner import TorchRunner
 
     say = progress or (lambda line: None)
@@ -135,10 +148,10 @@ def prepare_models(
         version = None
         if loaders and name in loaders:
             module = loaders[name](settings)
-            runners[name] = TorchRunner(name, module, device, postprocess=lambda t: t.tolist())
+            runners[name] = TorchRunner(name, module, device, postprocess=lambda t: t.tolist(), cuda_graphs=cuda_graphs)
             shape = (shapes or {})[name]
         else:
-            runners[name], spec = build_runner(repo, name, device, (weights or {}).get(name), threads)
+            runners[name], spec = build_runner(repo, name, device, (weights or {}).get(name), threads, cuda_graphs)
             shape, version = spec.input_shape, spec.version
         x = np.zeros(shape, np.float32)
         t1 = time.perf_counter()
@@ -146,7 +159,7 @@ def prepare_models(
         t2 = time.perf_counter()
         runners[name]([x])
         one = time.perf_counter() - t2
-        env = profile_env(device, version)
+        env = runner_env(device, version, cuda_graphs)
         prof = load_profile(settings.data_dir / "profiles", name, device, env)
         if prof is None:
             sizes, warmup, repeats = profile_schedule(one)

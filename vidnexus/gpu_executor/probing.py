@@ -58,11 +58,12 @@ def next_size(profile: Profile, slos_s: Iterable[float], ladder: Sequence[int] =
     return None
 
 
-def probe_estimate(profile: Profile, b: int, first: bool) -> float:
+def probe_estimate(profile: Profile, b: int, first: bool, first_factor: float = FIRST_RUN_FACTOR) -> float:
     """Seconds to budget for one run of batch ``b``: the extrapolated planning latency, times
-    :data:`FIRST_RUN_FACTOR` for the size's first run."""
+    ``first_factor`` for the size's first run (a runner that captures a CUDA graph per size runs
+    the model several times then: ``TorchRunner.first_run_factor``)."""
     est = profile.planning_latency(b)
-    return est * FIRST_RUN_FACTOR if first else est
+    return est * first_factor if first else est
 
 
 def extend(profile: Profile, b: int, seconds: Sequence[float]) -> Profile:
@@ -112,9 +113,11 @@ class Prober:
         self._failed: set[tuple[str, int]] = set()
 
     def want(self, profiles: Mapping[str, Profile], slos_s: Mapping[str, Sequence[float]], now: float,
-             free_until: float) -> tuple[str, int] | None:
+             free_until: float, first_factors: Mapping[str, float] | None = None) -> tuple[str, int] | None:
         """(model, batch size) to run now: the first model (by name) with a size worth measuring
-        whose next run's estimate ends by ``free_until``; None when nothing fits or is wanted."""
+        whose next run's estimate ends by ``free_until``; None when nothing fits or is wanted.
+        ``first_factors``: per model, the multiple of ℓ its first run at a new size takes (default
+        :data:`FIRST_RUN_FACTOR`)."""
         for model in sorted(slos_s):
             profile = profiles.get(model)
             if profile is None:
@@ -125,7 +128,8 @@ class Prober:
                 if b is None or (model, b) in self._failed:
                     continue
                 probe = self._probes[model] = Probe(b)
-            if now + probe_estimate(profile, probe.size, first=not probe.warmed) <= free_until:
+            factor = (first_factors or {}).get(model, FIRST_RUN_FACTOR)
+            if now + probe_estimate(profile, probe.size, not probe.warmed, factor) <= free_until:
                 return model, probe.size
         return None
 

@@ -10,10 +10,18 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from vidnexus.errors import BatchContractError, ModelError
+from vidnexus.gpu_executor.probing import FIRST_RUN_FACTOR
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TorchRunner", "OnnxRunner", "TfliteRunner", "file_runner", "model_bytes", "device_memory_bytes"]
+__all__ = ["GRAPH_SIZES", "GRAPH_FIRST_RUN_FACTOR", "TorchRunner", "OnnxRunner", "TfliteRunner", "file_runner", "model_bytes", "device_memory_bytes"]
+
+GRAPH_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+"""Batch sizes a CUDA-graph runner captures (on first use); a batch runs in the next one up."""
+GRAPH_FIRST_RUN_FACTOR = 5.0
+"""A CUDA-graph runner's first batch of a size runs the model about this many times longer: two
+warm-up runs, the capture, the graph's instantiation and its replay (the background prober budgets
+a new size's first run by it)."""
 
 
 class TorchRunner:
@@ -24,6 +32,13 @@ class TorchRunner:
         device: ``cpu`` or ``cuda:N``.
         postprocess: turns one row of the output (a tensor, or a dict for detection models) into a
             plain Python value.
+        cuda_graphs: on a CUDA device, run batches through CUDA graphs captured per batch size (the
+            next of :data:`GRAPH_SIZES` at or above the batch; the rows past it are padding, and
+            a batch past the largest runs eagerly). One replay launches the whole model, where an
+            eager run launches each kernel from Python while holding the GIL: a served executor's
+            other threads (submits, replies) then slow the device down. Inputs are stacked into a
+            pinned staging buffer and copied to the device without a pageable bounce. Only for
+            models with a tensor batch in and a tensor out, whose shapes depend only on the batch.
     """
 
     def __init__(
@@ -33,6 +48,7 @@ class TorchRunner:
         device: str = "cpu",
         postprocess: Callable[[Any], Any] | None = None,
         list_input: bool = False,
+        cuda_graphs: bool = False,
     ) -> None:
         import torch
 
@@ -41,8 +57,61 @@ class TorchRunner:
         self.device = device
         self.postprocess = postprocess or (lambda t: t.tolist() if hasattr(t, "tolist") else t)
         self.list_input = list_input
+        self.cuda_graphs = cuda_graphs and device.startswith("cuda") and not list_input
+        self.first_run_factor = GRAPH_FIRST_RUN_FACTOR if self.cuda_graphs else FIRST_RUN_FACTOR
+        self._graphs: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
+        self._pool: Any = None
+        self._host: Any = None
         self._torch = torch
         self._lock = threading.Lock()
+
+    def _graph(self, size: int, shape: tuple[int, ...], dtype: Any) -> tuple[Any, Any, Any]:
+        """The graph captured for batches of ``size`` (capturing it the first time): the graph and
+        its static input and output on the device."""
+        torch = self._torch
+        key = (size, shape, str(dtype))
+        if key not in self._graphs:
+            x = torch.zeros((size, *shape), dtype=getattr(torch, str(dtype)), device=self.device)
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up runs off the capture stream, as CUDA graphs need
+                for _ in range(2):
+                    self.module(x)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            # One memory pool for every size: graphs replay one at a time and each output is copied
+            # out before the next replay, so what one replay overwrites is dead.
+            with torch.cuda.graph(graph, pool=self._pool):
+                y = self.module(x)
+            self._pool = graph.pool()
+            self._graphs[key] = (graph, x, y)
+        return self._graphs[key]
+
+    def _staging(self, n: int, shape: tuple[int, ...], dtype: Any) -> Any:
+        """A pinned host buffer for ``n`` inputs (one, grown to the largest batch so far)."""
+        torch = self._torch
+        have = self._host
+        if have is None or have.shape[1:] != shape or have.dtype != getattr(torch, str(dtype)) or have.shape[0] < n:
+            self._host = torch.empty((n, *shape), dtype=getattr(torch, str(dtype)), pin_memory=True)
+        return self._host
+
+    def _replay(self, inputs: Sequence[np.ndarray]) -> Any:
+        n = len(inputs)
+        size = next((b for b in GRAPH_SIZES if b >= n), None)
+        if size is None:
+            return None
+        shape, dtype = tuple(inputs[0].shape), inputs[0].dtype
+        try:
+            graph, x, y = self._graph(size, shape, dtype)
+        except Exception as e:  # a module that cannot be captured still runs, eagerly
+            logger.warning("model %s: no CUDA graph (%s); running eagerly", self.name, e)
+            self.cuda_graphs = False
+            return None
+        host = self._staging(size, shape, dtype)
+        np.stack(inputs, out=host.numpy()[:n])
+        x[:n].copy_(host[:n], non_blocking=True)
+        graph.replay()
+        return y[:n].cpu()
 
     def __call__(self, inputs: Sequence[np.ndarray]) -> list[Any]:
         torch = self._torch
@@ -55,9 +124,11 @@ class TorchRunner:
                     # those (it could write through them). Copy only those.
                     batch = [torch.from_numpy(x if x.flags.c_contiguous and x.flags.writeable else np.array(x, order="C"))
                              .to(self.device) for x in inputs]
+                    out = self.module(batch)
                 else:
-                    batch = torch.from_numpy(np.stack(inputs)).to(self.device)
-                out = self.module(batch)
+                    out = self._replay(inputs) if self.cuda_graphs else None
+                    if out is None:
+                        out = self.module(torch.from_numpy(np.stack(inputs)).to(self.device))
                 if self.device.startswith("cuda"):
                     torch.cuda.synchronize()
         except Exception as e:

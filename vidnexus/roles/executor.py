@@ -76,14 +76,16 @@ _repo_lock = threading.Lock()
 
 
 def repository_loader(settings: Settings, device: str, weights: dict[str, Path] | None = None,
-                      progress: Callable[[str], None] | None = None, threads: int = 0) -> LoadModels:
+                      progress: Callable[[str], None] | None = None, threads: int = 0,
+                      cuda_graphs: bool = False) -> LoadModels:
     """Models from the repository (and the apps' own models), as ``vidnexus executor`` loads them;
     ``progress`` gets a line per step (loading, profiling, warming, ready); ``threads``: a model
-    file's runtime threads (0: the runtime's default)."""
+    file's runtime threads (0: the runtime's default); ``cuda_graphs``: torch models on a CUDA
+    device replay a CUDA graph per batch size."""
     from vidnexus.gpu_executor.loading import prepare_models
 
     return lambda names: prepare_models(settings, names, device, weights, repo=repository(settings), progress=progress,
-                                        threads=threads)
+                                        threads=threads, cuda_graphs=cuda_graphs)
 
 
 def declared_prefixes(settings: Settings, models: Iterable[str]) -> dict[str, str]:

@@ -218,10 +218,26 @@ def test_an_idle_executor_profiles_the_larger_batches_its_sessions_could_use():
             time.sleep(0.01)
         time.sleep(0.05)
         prof = ex.core.profile("m")
+        target = ex.targets()["s"]
     assert prof.sizes[-4:] == (24, 32, 48, 64)
+    assert target == 64  # no plan set the batch sizes: the new sizes are used at once
     assert prof.latency(64) == pytest.approx(true.latency(64))
     assert seen == [("m", 24), ("m", 32), ("m", 48), ("m", 64)]
     assert [runner.batches.count(b) for b in (24, 32, 48, 64, 96)] == [4, 4, 4, 4, 0]
+
+
+def test_a_new_profile_changes_local_batch_sizes_but_not_a_plans():
+    from vidnexus.gpu_executor.backend import DutyCycle
+
+    short, long = Profile.linear(0.002, 0.010, 16), Profile.linear(0.002, 0.010, 64)
+    local = DutyCycle([SessionSpec("s", "m", 0.4)], {"m": short})
+    assert local.targets() == {"s": 16}
+    local.with_profile("m", long)
+    assert local.targets() == {"s": 64}
+    planned = DutyCycle([SessionSpec("s", "m", 0.4)], {"m": short})
+    planned.set_targets({"s": 8})
+    planned.with_profile("m", long)
+    assert planned.targets() == {"s": 8}
 
 
 def test_without_probe_the_profile_stays_as_measured():

@@ -100,3 +100,23 @@ def test_the_profiler_keeps_the_typical_run_when_one_is_preempted():
     assert abs(prof.latency(1) - 0.004) < 0.003
     assert abs(prof.latency(2) - 0.008) < 0.003
     assert rows[0][2] > 0.010                               # the spread records the slow run
+
+
+def test_cuda_graphs_are_for_cuda_devices_and_keep_their_own_profile_cache(monkeypatch):
+    """On a CPU the flag changes nothing (the runner runs eagerly, its first run budgeted as any
+    runner's); on a cuda device a graph runner's profiles are cached apart from the eager ones."""
+    import numpy as np
+    import torch
+
+    from vidnexus.gpu_executor.loading import runner_env
+    from vidnexus.gpu_executor.probing import FIRST_RUN_FACTOR
+    from vidnexus.gpu_executor.runner import GRAPH_FIRST_RUN_FACTOR, GRAPH_SIZES, TorchRunner
+
+    r = TorchRunner("m", torch.nn.Linear(3, 2), "cpu", cuda_graphs=True)
+    assert r.cuda_graphs is False and r.first_run_factor == FIRST_RUN_FACTOR
+    assert len(r([np.ones(3, np.float32)] * 5)) == 5
+    assert GRAPH_FIRST_RUN_FACTOR > FIRST_RUN_FACTOR and list(GRAPH_SIZES) == sorted(GRAPH_SIZES)
+    assert runner_env("cpu", 1, cuda_graphs=True) == runner_env("cpu", 1)
+    monkeypatch.setattr("vidnexus.gpu_executor.profiler.profile_env", lambda d, v=None: {"device": d, "version": v})
+    assert runner_env("cuda:0", 1, cuda_graphs=True) == {"device": "cuda:0", "version": 1, "cuda_graphs": True}
+    assert runner_env("cuda:0", 1) == {"device": "cuda:0", "version": 1}
