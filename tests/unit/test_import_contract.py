@@ -60,6 +60,7 @@ PURE = [
     "gpu_executor/lazy_drop.py", "gpu_executor/fifo.py", "gpu_executor/backend.py", "gpu_executor/routing.py", "gpu_executor/background.py", "gpu_executor/probing.py",
     "control/squishy.py", "control/packing.py", "control/latency_split.py", "control/query_analysis.py", "control/epochs.py",
     "control/baselines.py", "control/plans.py", "control/scheduler.py", "control/piccolo.py", "control/fleet.py",
+    "control/variants.py",
     "specialization/weg.py",
     "streams/sampling.py", "streams/spec.py", "streams/media_verdicts.py",
     "operators/windows.py", "operators/tracking.py", "operators/frame_version.py", "operators/zones.py",

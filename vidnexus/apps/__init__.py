@@ -6,12 +6,13 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import Any
 
 from vidnexus.errors import ConfigError
 from vidnexus.gpu_executor.catalog import ModelEntry, merge_entries
 from vidnexus.operators.chain import App
 
-__all__ = ["APPS", "APP_REFS", "known_apps", "load_app", "model_catalog"]
+__all__ = ["APPS", "APP_REFS", "known_apps", "load_app", "model_catalog", "task_catalog", "TASKS"]
 
 APPS: dict[str, str] = {
     "hud": "read game-HUD digits: score and kills per frame (vidnexus demo hud)",
@@ -20,6 +21,7 @@ APPS: dict[str, str] = {
     "dance": "score dance performances against a reference choreography: pose regression per frame",
     "people": "people who came into a fixed camera's view, when each was in it and their pose: background subtraction + tracking + BlazePose",
     "hudtext": "read a game HUD's score and kills in any font: PP-OCRv4's text recogniser on each field",
+    "icons": "the held item of every game stream, read by the glyph task's variant that fits its budget (MCDNN)",
 }
 
 APP_REFS: dict[str, str] = {
@@ -29,6 +31,7 @@ APP_REFS: dict[str, str] = {
     "dance": "vidnexus.apps.dance:app",
     "people": "vidnexus.apps.people:app",
     "hudtext": "vidnexus.apps.hudtext:app",
+    "icons": "vidnexus.apps.icons:app",
 }
 
 
@@ -46,16 +49,36 @@ def model_catalog() -> tuple[ModelEntry, ...]:
     Example:
         >>> names = [m.name for m in model_catalog()]
         >>> names[:3], len(names)
-        (['hud_digits', 'glyph_compact', 'game_icons_g0'], 26)
+        (['hud_digits', 'glyph_compact', 'game_icons_g0'], 30)
     """
     from vidnexus.apps.dance.models import MODELS as dance
     from vidnexus.apps.game.models import MODELS as game
     from vidnexus.apps.hud.models import MODELS as hud
     from vidnexus.apps.hudtext.models import MODELS as hudtext
+    from vidnexus.apps.icons.models import MODELS as icons
     from vidnexus.apps.people.models import MODELS as people
     from vidnexus.apps.traffic.models import MODELS as traffic
 
-    return merge_entries(hud, game, traffic, dance, hudtext, people)
+    return merge_entries(hud, game, traffic, dance, hudtext, people, icons)
+
+
+TASKS: dict[str, str] = {"glyph120": "the 120 glyph classes of the game streams' item icons (app icons)"}
+"""Tasks with a measured variant catalog (``vidnexus scheduler --variant-budget TASK=…``)."""
+
+
+def task_catalog(task: str, model_dir: Any) -> tuple[Any, ...]:
+    """The variants of a built-in task as measured (accuracy, ℓ(b), memory, load time:
+    :class:`~vidnexus.training.variants.MeasuredVariant` under their repository names), once per
+    machine under ``model_dir`` (the models are trained first when they are not cached).
+
+    Raises:
+        ConfigError: ``task`` has no catalog.
+    """
+    if task not in TASKS:
+        raise ConfigError(f"task {task!r} has no variant catalog; the tasks: {', '.join(sorted(TASKS))}")
+    from vidnexus.apps.icons.models import variant_catalog
+
+    return tuple(variant_catalog(model_dir))
 
 
 def load_app(ref: str) -> App:

@@ -220,7 +220,7 @@ def _app_sessions(ref: str) -> list[Any]:
     stages = stage_slos(the_app)
     if not stages:
         raise VidnexusError(f"--app {ref!r}: app {the_app.name} calls no model; there is nothing to serve")
-    return [SessionKey(m, ms) for m, ms in sorted(stages.items())]
+    return [SessionKey(the_app.served_model(m), ms) for m, ms in sorted(stages.items())]
 
 
 def executor(
@@ -321,6 +321,32 @@ def executor(
 
 
 # -- scheduler ---------------------------------------------------------------------------------
+def variant_budgets(specs: list[str], cfg: Any) -> tuple[dict[str, Any], dict[str, tuple[Any, ...]]]:
+    """``--variant-budget TASK=DEVICE_S_PER_S[,MEMORY_MB]`` → (task → Budgets, task → catalog)."""
+    from vidnexus.apps import task_catalog
+    from vidnexus.apps.icons.models import CATALOG_BATCH
+    from vidnexus.control.variants import Budgets, catalog_of
+    from vidnexus.errors import ConfigError
+
+    budgets: dict[str, Any] = {}
+    catalogs: dict[str, tuple[Any, ...]] = {}
+    for spec in specs:
+        task, sep, rest = spec.partition("=")
+        device, _, memory = rest.partition(",")
+        try:
+            d, mb = float(device), float(memory) if memory else math.inf
+        except ValueError:
+            d = mb = math.nan
+        if not sep or not task or not (math.isfinite(d) and d > 0) or not mb > 0:
+            raise VidnexusError(f"--variant-budget {spec!r}: expected TASK=DEVICE_S_PER_S[,MEMORY_MB] with numbers > 0")
+        try:
+            catalogs[task] = tuple(catalog_of(task_catalog(task, cfg.data_dir / "models"), CATALOG_BATCH))
+        except ConfigError as e:
+            raise VidnexusError(f"--variant-budget {spec!r}: {e}") from None
+        budgets[task] = Budgets(d, mb * 1e6)
+    return budgets, catalogs
+
+
 def scheduler(
     epoch: float = typer.Option(30.0, callback=finite, min=0.5, help="Seconds between epochs."),
     min_epoch: float = typer.Option(10.0, callback=finite, min=0.1, help="Never re-plan more often than this."),
@@ -328,6 +354,12 @@ def scheduler(
     retire_idle: float = typer.Option(120.0, callback=finite, min=0.0, help="Seconds without a request after which a "
                                       "session a plan created is no longer assigned; executors then retire it (3 "
                                       "epochs later) and unload models no session uses."),
+    variant_budget: list[str] = typer.Option([], help="TASK=DEVICE_S_PER_S[,MEMORY_MB]: what every session of a "
+                                             "task with variants (e.g. glyph120, app icons) may use together, in "
+                                             "device-seconds per second (1 = one whole device) and MB; each epoch "
+                                             "each app gets the most accurate variant that fits its share at its "
+                                             "rate (MCDNN; docs/control-plane.md). Repeatable. A task without one "
+                                             "runs its most accurate variant."),
 ) -> None:
     """The control plane: every epoch, plan sessions onto live executors (squishy bin packing,
     incremental) from their stats, split each app's SLO over its DNN stages from the fan-out its
@@ -346,8 +378,8 @@ def scheduler(
 
     def show(plan: Any) -> None:
         err_console.print(f"scheduler: epoch {plan.epoch}: {plan.devices} executor(s), moved {plan.moved}, "
-                          f"assignments {plan.assignments}, infeasible {list(plan.infeasible) or 'none'}",
-                          markup=False)
+                          f"assignments {plan.assignments}, infeasible {list(plan.infeasible) or 'none'}"
+                          + (f", variants {plan.variants}" if plan.variants else ""), markup=False)
         for a, sp in plan.splits.items():
             held = f"reserved {sp.reserve_ms} ms" if sp.reserve_ms else "nothing reserved"
             err_console.print(f"scheduler: app {a}: " + (f"split {sp.budgets_ms} ms (even {sp.even_ms}), "
@@ -366,8 +398,10 @@ def scheduler(
         if metrics is not None:
             metrics.planned(plan, role.state.wanted_devices)
 
+    budgets, catalogs = variant_budgets(variant_budget, cfg)
     role = SchedulerRole(cfg, bus=bus, config=SchedulerConfig(epoch_s=epoch, min_epoch_s=min_epoch, change=change,
-                                                              retire_idle_s=retire_idle), on_plan=measured)
+                                                              retire_idle_s=retire_idle, variant_budgets=budgets,
+                                                              variant_catalogs=catalogs), on_plan=measured)
     stop = threading.Event()
     _stop_on_signals(stop)
     err_console.print(f"scheduler: running (generation {role.state.generation})")
@@ -655,11 +689,14 @@ def up(
 
 # -- embedded: run and demo --------------------------------------------------------------------
 def _embedded(app: Any, streams: Any, *, fresh: bool, realtime_note: str, timeout: float | None,
-              sql_port: int | None, threads: int, console_port: int | None = None) -> Any:
+              sql_port: int | None, threads: int, console_port: int | None = None,
+              variant_budget: list[str] | None = None) -> Any:
     """Run ``app`` embedded with a progress bar; returns (result, the Embedded run)."""
+    from dataclasses import replace
+
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from vidnexus.roles.embedded import Embedded
+    from vidnexus.roles.embedded import EMBEDDED_SCHEDULER, Embedded
 
     if threads:
         import torch
@@ -675,7 +712,9 @@ def _embedded(app: Any, streams: Any, *, fresh: bool, realtime_note: str, timeou
     api = None
     if console_port is not None:
         api = ("127.0.0.1", console_port, console_tokens(cfg, "run"))
-    run = Embedded(cfg, app, streams=streams, fresh=fresh, sql=sql, console=api)
+    budgets, catalogs = variant_budgets(variant_budget or [], cfg)
+    scheduler = replace(EMBEDDED_SCHEDULER, variant_budgets=budgets, variant_catalogs=catalogs)
+    run = Embedded(cfg, app, streams=streams, fresh=fresh, sql=sql, console=api, scheduler=scheduler)
     if run.console is not None:
         err_console.print(f"run: console at {run.console.url}/ (API: {run.console.url}/api/v1; tokens: VNX_CONSOLE_TOKEN and "
                           f"VNX_CONSOLE_ADMIN_TOKEN, or {cfg.data_dir}/console-token and console-admin-token)")
@@ -803,6 +842,9 @@ def run(
     tag: list[str] = typer.Option([], help="k=v tag of the --stream streams, repeatable (e.g. a traffic counting "
                                   "line: line.gate=0,216,768,216)."),
     save: Optional[Path] = _save_option(", rows per table", "run"),
+    variant_budget: list[str] = typer.Option([], help="TASK=DEVICE_S_PER_S[,MEMORY_MB]: the budget of a task with "
+                                             "variants (the icons app's glyph120), as `vidnexus scheduler "
+                                             "--variant-budget`; repeatable."),
 ) -> None:
     """Run an app embedded: every role (ingest, worker, executor, scheduler, sink) in this process,
     over the in-memory bus and the embedded store, until its file streams end and every frame is
@@ -833,7 +875,7 @@ def run(
             specs.append(StreamSpec(name, url, fps=fps, realtime=realtime and not old, speed=speed, until_s=until,
                                     tags=dict(tags), backfill=old))
     result, emb = _embedded(the_app, specs, fresh=False, realtime_note="", timeout=timeout, sql_port=sql_port,
-                            threads=threads, console_port=console_port)
+                            threads=threads, console_port=console_port, variant_budget=variant_budget)
     try:
         report = _report(result, the_app.slo_ms)
         tables = _table_rows(emb, the_app.tables)
@@ -841,14 +883,15 @@ def run(
             console.print(f"table {t}: {n} rows (vidnexus sql \"SELECT * FROM {t} FINAL LIMIT 10\")", markup=False)
         if save is not None:
             options = {"app": app_ref, "stream": list(stream), "backfill": list(backfill), "fps": fps, "rate": rate, "until": until,
-                       "slo_ms": slo_ms, "timeout": timeout, "threads": threads, "tag": list(tag)}
+                       "slo_ms": slo_ms, "timeout": timeout, "threads": threads, "tag": list(tag),
+                       "variant_budget": list(variant_budget)}
             _save(save, result, clock=clock, started=started, options=options, report=report, tables=tables)
     finally:
         emb.close()
 
 
 def demo(
-    name: str = typer.Argument("hud", help="Which app: hud, game, traffic, dance, people or hudtext."),
+    name: str = typer.Argument("hud", help="Which app: hud, game, traffic, dance, people, hudtext or icons."),
     streams: int = typer.Option(3, min=1, max=32, help="Number of synthetic camera streams."),
     seconds: float = typer.Option(20.0, callback=finite, min=1.0, max=3600.0,
                                   help="Length of each stream (seconds of video)."),

@@ -68,6 +68,9 @@ class EpochPlan:
     executors: tuple[str, ...] = ()
     retired: tuple[str, ...] = ()
     """Sessions a plan created that are idle and no longer assigned: executors retire them."""
+    variants: dict[str, dict[str, str]] = field(default_factory=dict)
+    """App → task → the variant (a repository model) that serves it this epoch (MCDNN's choice
+    under the task's budget; :mod:`vidnexus.control.variants`). Absent in an older plan: none."""
 
     def supersedes(self, other: "EpochPlan | None") -> bool:
         return other is None or (self.generation, self.epoch) > (other.generation, other.epoch)
@@ -80,6 +83,12 @@ class EpochPlan:
         """Every session some executor is assigned."""
         return {s for per in self.assignments.values() for s in per}
 
+    def variants_to_adopt(self, app: str) -> dict[str, str]:
+        """``app``'s task → variant, for the variants some executor is assigned (switching earlier
+        would send requests nobody consumes; the others keep what the worker sends now)."""
+        hosted = {s.rpartition("-")[0] for s in self.served()}
+        return {t: m for t, m in self.variants.get(app, {}).items() if m in hosted}
+
     def split_to_adopt(self, app: str) -> dict[str, float] | None:
         """``app``'s stage SLOs, once every stage's session is assigned to an executor (switching
         earlier would send requests nobody consumes); None otherwise."""
@@ -87,7 +96,8 @@ class EpochPlan:
         if sp is None or not sp.ok:
             return None
         served = self.served()
-        if any(str(SessionKey(m, b)) not in served for m, b in sp.budgets_ms.items()):
+        chosen = self.variants.get(app, {})
+        if any(str(SessionKey(chosen.get(m, m), b)) not in served for m, b in sp.budgets_ms.items()):
             return None
         return dict(sp.budgets_ms)
 
@@ -97,6 +107,7 @@ def encode_plan(p: EpochPlan) -> bytes:
         "generation": p.generation, "epoch": p.epoch, "ts": p.ts, "assignments": p.assignments,
         "routing": p.routing, "infeasible": [list(x) for x in p.infeasible], "moved": p.moved,
         "devices": p.devices, "rates": p.rates, "executors": list(p.executors), "retired": list(p.retired),
+        "variants": p.variants,
         "splits": {a: {"ok": s.ok, "reason": s.reason, "budgets_ms": s.budgets_ms, "even_ms": s.even_ms,
                        "gamma": s.gamma, "gain": s.gain, "reserve_ms": s.reserve_ms} for a, s in p.splits.items()}})
 
@@ -118,6 +129,7 @@ def decode_plan(raw: bytes) -> EpochPlan:
             {str(s): {str(e): float(r) for e, r in per.items()} for s, per in d.get("routing", {}).items()},
             tuple((str(s), str(r)) for s, r in d.get("infeasible", [])), int(d.get("moved", 0)),
             int(d.get("devices", 0)), {str(s): float(r) for s, r in d.get("rates", {}).items()}, splits,
-            tuple(str(e) for e in d.get("executors", [])), tuple(str(s) for s in d.get("retired", [])))
+            tuple(str(e) for e in d.get("executors", [])), tuple(str(s) for s in d.get("retired", [])),
+            {str(a): {str(t): str(m) for t, m in per.items()} for a, per in d.get("variants", {}).items()})
     except Exception as e:  # any shape the record may have: the role must go on
         raise CodecError(f"malformed plan document: {e}") from None

@@ -96,6 +96,9 @@ class AppReport:
     fanout: FanOut = FanOut()
     ts: float = 0.0
     overheads: Overheads = Overheads()
+    variants: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Task → its variants, most accurate first (``app.model(task, variants=…)``). Absent in an
+    older worker's report: none."""
 
     @property
     def key(self) -> str:
@@ -110,7 +113,8 @@ def encode_report(r: AppReport) -> bytes:
         "fanout": {"frames": fo.frames, "calls": fo.calls, "ok": fo.ok,
                    "edges": [[p, c, n] for (p, c), n in sorted(fo.edges.items())]},
         "overheads": {"hop_ms": r.overheads.hop_ms, "cpu_ms": r.overheads.cpu_ms,
-                      "publish_ms": r.overheads.publish_ms}})
+                      "publish_ms": r.overheads.publish_ms},
+        "variants": {t: list(vs) for t, vs in r.variants.items()}})
 
 
 def decode_report(raw: bytes) -> AppReport:
@@ -125,6 +129,7 @@ def decode_report(raw: bytes) -> AppReport:
         oh = Overheads({str(k): float(v) for k, v in o.get("hop_ms", {}).items()},
                        {str(k): float(v) for k, v in o.get("cpu_ms", {}).items()}, float(o.get("publish_ms", 0.0)))
         return AppReport(str(d["app"]), str(d["worker"]), float(d["slo_ms"]), tuple(str(m) for m in d["models"]),
-                         tuple((str(p), str(c)) for p, c in d["edges"]), fo, float(d.get("ts", 0.0)), oh)
+                         tuple((str(p), str(c)) for p, c in d["edges"]), fo, float(d.get("ts", 0.0)), oh,
+                         {str(t): tuple(str(v) for v in vs) for t, vs in (d.get("variants") or {}).items()})
     except Exception as e:  # any shape the record may have: the role must go on
         raise CodecError(f"malformed app report: {e}") from None

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from vidnexus.contracts.plans import EpochPlan, LatencySplit
 from vidnexus.contracts.profile import Profile
@@ -41,9 +41,10 @@ from vidnexus.control.plans import (assign_executors, cover_idle_sessions, devic
                                     merge_prefix_sessions, prefix_groups)
 from vidnexus.control.query_analysis import analyze_merged, merge_reports, reserves_of, settle_reserves
 from vidnexus.control.squishy import Node, Plan, SessionLoad
+from vidnexus.control.variants import Budgets, TaskSession, Variant, choose_variants
 
 __all__ = ["SchedulerConfig", "Observed", "SchedulerState", "alive", "due", "observe_stats", "observe_report",
-           "split_loads", "plan_epoch"]
+           "split_loads", "task_variants", "plan_epoch"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,12 @@ class SchedulerConfig:
     reserve_slack_ms: float = 5.0
     """An app's measured reserves (bus hops, CPU steps) replace those of its last split only once
     one of them moved by more than this, so a wobbling percentile does not move stage SLOs."""
+    variant_budgets: Mapping[str, Budgets] = field(default_factory=dict)
+    """Task → what all the sessions of the task may use (MCDNN; ``--variant-budget``). A task with
+    variants and no budget is served by its most accurate variant."""
+    variant_catalogs: Mapping[str, tuple[Variant, ...]] = field(default_factory=dict)
+    """Task → its variants' measured accuracy, cost per request, memory and load time; an
+    executor's profile of a variant replaces the catalog's cost once one has loaded it."""
 
     def __post_init__(self) -> None:
         if self.min_epoch_s > self.epoch_s:
@@ -119,6 +126,8 @@ class SchedulerState:
     wanted_devices: int = 0
     """Devices the last packing needs, before it was mapped onto the live executors (more than
     are alive when they are too few): what an autoscaler of executors follows."""
+    last_variants: Mapping[str, str] = field(default_factory=dict)
+    """``app/task`` → the variant the last plan chose (a switch up weighs its load time)."""
 
 
 def alive(now: float, seen: Observed, cfg: SchedulerConfig) -> list[str]:
@@ -146,34 +155,111 @@ def due(now: float, state: SchedulerState, seen: Observed, cfg: SchedulerConfig)
     return False
 
 
+def _fresh_reports(now: float, seen: Observed, cfg: SchedulerConfig) -> tuple[dict[str, AppReport], dict[str, float]]:
+    """Each app's workers' recent reports merged, and the app's frame rate (summed over them)."""
+    fresh = {k: v for k, v in seen.reports.items() if now - v[0] <= max(3 * cfg.stale, 15.0)}
+    frame_rate: dict[str, float] = {}
+    for key, (_, r) in fresh.items():
+        frame_rate[r.app] = frame_rate.get(r.app, 0.0) + seen.report_rates.get(key, 0.0)
+    return merge_reports([r for _, r in fresh.values()]), frame_rate
+
+
+def _calls_rate(r: AppReport, frame_rate: float, model: str) -> float:
+    """Requests/s an app sends ``model``: its frame rate × the model's calls per frame."""
+    return frame_rate * r.fanout.calls.get(model, 0) / max(1, r.fanout.frames)
+
+
+def task_variants(now: float, seen: Observed, loads: Sequence[SessionLoad], profiles: Mapping[str, Profile],
+                  cfg: SchedulerConfig, previous: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """App → task → the variant to serve it (MCDNN, :func:`~vidnexus.control.variants.choose_variants`):
+    per task with a budget and a catalog, the most accurate variant that fits each app's share of
+    the budget at the task's rate (the executors' measured rate of its variants, or the app's
+    reported calls, whichever is larger), switching up only when the load is paid for
+    (``previous``); a task without either is served by its most accurate variant.
+
+    Example (one app at 100 req/s; half a device: the 1 ms variant does not fit, the 0.2 ms one does):
+        >>> from vidnexus.contracts.reports import FanOut
+        >>> r = AppReport("icons", "w", 200.0, ("t",), (("frames", "t"),), FanOut(100, {"t": 100}),
+        ...               variants={"t": ("big", "small")})
+        >>> seen = Observed(reports={"icons/w": (0.0, r)}, report_rates={"icons/w": 100.0})
+        >>> cat = (Variant("big", "t", 0.97, 0.010, 0), Variant("small", "t", 0.88, 0.002, 0))
+        >>> cfg = SchedulerConfig(variant_budgets={"t": Budgets(0.5)}, variant_catalogs={"t": cat})
+        >>> task_variants(0.0, seen, [], {}, cfg, {})
+        {'icons': {'t': 'small'}}
+        >>> task_variants(0.0, seen, [], {}, SchedulerConfig(), {})
+        {'icons': {'t': 'big'}}
+    """
+    totals, frame_rate = _fresh_reports(now, seen, cfg)
+    out: dict[str, dict[str, str]] = {}
+    by_task: dict[str, list[TaskSession]] = {}
+    listed: dict[str, tuple[str, ...]] = {}
+    for app, r in sorted(totals.items()):
+        for task, names in r.variants.items():
+            if not names:
+                continue
+            out.setdefault(app, {})[task] = names[0]
+            if task in cfg.variant_budgets and cfg.variant_catalogs.get(task):
+                measured = sum(s.rate for s in loads if s.model in names)
+                rate = max(measured, _calls_rate(r, frame_rate.get(app, 0.0), task))
+                by_task.setdefault(task, []).append(TaskSession(f"{app}/{task}", task, rate))
+                listed[f"{app}/{task}"] = names
+    for task, sessions in by_task.items():
+        catalog = []
+        for v in cfg.variant_catalogs[task]:
+            p = profiles.get(v.name)  # measured on the executors: replaces the catalog's cost
+            b = min(16, p.max_batch) if p is not None else 0
+            catalog.append(replace(v, cost_s=p.latency(b) / b) if p is not None else v)
+        for c in choose_variants({task: catalog}, sessions, cfg.variant_budgets[task], previous=previous):
+            if c.variant in listed[c.session_id]:
+                app = c.session_id.rpartition("/")[0]
+                out[app][task] = c.variant
+    return out
+
+
 def split_loads(now: float, seen: Observed, loads: list[SessionLoad], profiles: Mapping[str, Profile],
                 cfg: SchedulerConfig, previous: Mapping[str, Mapping[str, float]] | None = None,
+                variants: Mapping[str, Mapping[str, str]] | None = None,
                 ) -> tuple[list[SessionLoad], dict[str, LatencySplit]]:
     """Query analysis: each app's split, and one session per (model, stage SLO) at the app's frame
     rate × the model's calls per frame, added to the executors' loads (their measured rate wins
     when they already serve it). The split reserves what the app's workers measured outside the
     executor, or ``previous[app]`` (the last split's reserves) while that stays within
-    ``cfg.reserve_slack_ms`` (:func:`~vidnexus.control.query_analysis.settle_reserves`)."""
-    fresh = {k: v for k, v in seen.reports.items() if now - v[0] <= max(3 * cfg.stale, 15.0)}
-    totals = merge_reports([r for _, r in fresh.values()])
+    ``cfg.reserve_slack_ms`` (:func:`~vidnexus.control.query_analysis.settle_reserves`).
+
+    ``variants`` (app → task → model, :func:`task_variants`): a task's stage is the chosen
+    variant's session; its profile is the variant's. An app with no split yet gets its chosen
+    variant's session at the SLO its task's variants are served at now, so that a plan hosts the
+    variant before the app's workers switch to it."""
+    variants = variants or {}
+    totals, frame_rate = _fresh_reports(now, seen, cfg)
     held = {a: settle_reserves(reserves_of(r), (previous or {}).get(a), cfg.reserve_slack_ms)
             for a, r in totals.items()}
-    splits = analyze_merged(totals, profiles, epsilon_s=cfg.split_step_s, reserves=held)
-    frame_rate: dict[str, float] = {}
-    for key, (_, r) in fresh.items():
-        frame_rate[r.app] = frame_rate.get(r.app, 0.0) + seen.report_rates.get(key, 0.0)
+    aliased = dict(profiles)
+    for per in variants.values():
+        aliased.update({task: profiles[m] for task, m in per.items() if m in profiles})
+    splits = analyze_merged(totals, aliased, epsilon_s=cfg.split_step_s, reserves=held)
     merged = {s.session_id: s for s in loads}
     memory = {s.model: s.memory_bytes for s in loads}  # a stage session's model holds what its others do
+    for catalog in cfg.variant_catalogs.values():
+        memory.update({v.name: v.memory_bytes for v in catalog if not memory.get(v.name)})
+
+    def add(app: str, m: str, slo_ms: float) -> None:
+        served = variants.get(app, {}).get(m, m)
+        sid = str(SessionKey(served, slo_ms))
+        rate = _calls_rate(totals[app], frame_rate.get(app, 0.0), m)
+        old = merged.get(sid)
+        merged[sid] = SessionLoad(sid, served, slo_ms / 1000, max(rate, old.rate if old else 0.0), memory.get(served, 0))
+
     for app, sp in splits.items():
-        if not sp.ok:
+        if sp.ok:
+            for m, budget in sp.budgets_ms.items():
+                add(app, m, budget)
             continue
-        fo = totals[app].fanout
-        frames = max(1, fo.frames)
-        for m, budget in sp.budgets_ms.items():
-            sid = str(SessionKey(m, budget))
-            rate = frame_rate.get(app, 0.0) * fo.calls.get(m, 0) / frames
-            old = merged.get(sid)
-            merged[sid] = SessionLoad(sid, m, budget / 1000, max(rate, old.rate if old else 0.0), memory.get(m, 0))
+        for task, served in variants.get(app, {}).items():
+            names = totals[app].variants.get(task, ())
+            now_served = sorted((s for s in loads if s.model in names), key=lambda s: -s.rate)
+            if now_served:
+                add(app, task, now_served[0].slo_s * 1000)
     return sorted(merged.values(), key=lambda s: s.session_id), {a: s.to_contract() for a, s in splits.items()}
 
 
@@ -183,12 +269,18 @@ def plan_epoch(now: float, ts: float, seen: Observed, state: SchedulerState,
     live = alive(now, seen, cfg)
     reports = {e: seen.stats[e][1] for e in live}
     loads, profiles = loads_from_stats(list(reports.values()))
-    loads, splits = split_loads(now, seen, loads, profiles, cfg, state.last_reserves)
+    chosen = task_variants(now, seen, loads, profiles, cfg, state.last_variants)
+    loads, splits = split_loads(now, seen, loads, profiles, cfg, state.last_reserves, chosen)
     rates = {s.session_id: s.rate for s in loads}
     loads, members = merge_prefix_sessions(loads, prefix_groups(list(reports.values())), profiles)
     # Each device type packed on its own profiles and memory (memory is a second capacity, as in
     # Nexus), sessions on the type of best throughput per price (Piccolo); see control.fleet.
-    types = device_types(reports)
+    # A chosen variant no executor has loaded yet is planned on the catalog's profile until one
+    # reports its own (which then wins).
+    chosen_models = {m for per in chosen.values() for m in per.values()}
+    priors = {v.name: v.profile for cat in cfg.variant_catalogs.values() for v in cat
+              if v.profile is not None and v.name in chosen_models}
+    types = [replace(t, profiles={**priors, **t.profiles}) for t in device_types(reports)]
     previous = None
     if state.packing is not None:
         previous = {t.name: Plan(tuple(n for n in state.packing.nodes if n.device_id in reports
@@ -206,8 +298,9 @@ def plan_epoch(now: float, ts: float, seen: Observed, state: SchedulerState,
     epoch = state.epoch + 1
     doc = epoch_plan(packing, generation=state.generation, epoch=epoch, ts=ts, extra_infeasible=short,
                      rates=rates, splits=splits, executors=live, members=members)
-    doc = cover_idle_sessions(doc, reports, cfg.retire_idle_s, state.last_assigned)
+    doc = replace(cover_idle_sessions(doc, reports, cfg.retire_idle_s, state.last_assigned), variants=chosen)
     reserves = {**state.last_reserves, **{a: dict(sp.reserve_ms) for a, sp in splits.items() if sp.ok}}
     return doc, replace(state, epoch=epoch, last_epoch_at=now, packing=packing,
                         last_rates=rates, last_alive=frozenset(live),
-                        last_reserves=reserves, wanted_devices=wanted, last_assigned=tuple(sorted(doc.served())))
+                        last_reserves=reserves, wanted_devices=wanted, last_assigned=tuple(sorted(doc.served())),
+                        last_variants={f"{a}/{t}": m for a, per in chosen.items() for t, m in per.items()})

@@ -32,6 +32,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from vidnexus.contracts.profile import Profile
+
 __all__ = ["Variant", "TaskSession", "Budgets", "Choice", "choose_variants", "shares", "catalog_of"]
 
 
@@ -47,6 +49,9 @@ class Variant:
     cost_s: float
     memory_bytes: int
     load_s: float = 0.0
+    profile: Profile | None = None
+    """ℓ(b) as the catalog measured it: what a planner assumes until an executor that loaded the
+    variant reports its own."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.accuracy <= 1.0:
@@ -59,8 +64,9 @@ class Variant:
 
 def catalog_of(measured: Sequence[Any], batch: int) -> list[Variant]:
     """The catalog rows of measured variants (``training.variants.MeasuredVariant``: name, task,
-    accuracy, ``cost_s(batch)``, memory, load time), each costed at ``batch``."""
-    return [Variant(m.name, m.task, m.accuracy, m.cost_s(batch), m.memory_bytes, m.load_s) for m in measured]
+    accuracy, ``cost_s(batch)``, memory, load time, profile), each costed at ``batch``."""
+    return [Variant(m.name, m.task, m.accuracy, m.cost_s(batch), m.memory_bytes, m.load_s, getattr(m, "profile", None))
+            for m in measured]
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,17 @@ class Model:
     loader: Callable[[Any], Any] | None = None
     decode: Callable[[Any], Any] | None = None
     input_shape: tuple[int, ...] | None = None
+    variants: tuple[str, ...] = ()
+    """A task's variants (MCDNN): repository models that answer it alike, most accurate first.
+    ``name`` is then the task's: the scheduler picks the variant each epoch within the task's budget
+    (``vidnexus scheduler --variant-budget``, :mod:`vidnexus.control.variants`), and until a plan
+    names one the cheapest (the last) serves."""
+
+    @property
+    def served(self) -> str:
+        """The model that serves this name when no plan has chosen: itself, or a task's cheapest
+        variant."""
+        return self.variants[-1] if self.variants else self.name
 
 
 @dataclass(frozen=True)
@@ -227,10 +238,22 @@ class App:
         self._chain: Stream | None = None
 
     def model(self, name: str, *, loader: Callable[[Any], Any] | None = None,
-              decode: Callable[[Any], Any] | None = None, input_shape: Sequence[int] | None = None) -> Model:
-        m = Model(name, loader, decode, tuple(input_shape) if input_shape else None)
+              decode: Callable[[Any], Any] | None = None, input_shape: Sequence[int] | None = None,
+              variants: Sequence[str] = ()) -> Model:
+        """Declare a model the chain calls; with ``variants`` (repository models, most accurate
+        first), ``name`` is a task that any of them answers (see :attr:`Model.variants`)."""
+        vs = tuple(variants)
+        if vs and (len(set(vs)) != len(vs) or name in vs or loader is not None):
+            raise ConfigError(f"app {self.name}: task {name!r} needs distinct variants other than its own name, "
+                              "and no loader (its variants are repository models)")
+        m = Model(name, loader, decode, tuple(input_shape) if input_shape else None, vs)
         self.models[name] = m
         return m
+
+    def served_model(self, name: str) -> str:
+        """The repository model that serves ``name`` until a plan chooses (:attr:`Model.served`)."""
+        m = self.models.get(name)
+        return m.served if m is not None else name
 
     def table(self, name: str, columns: Mapping[str, str], order_by: Sequence[str] = ()) -> Table:
         reserved = {c.name for c in IDENTITY_COLUMNS} & set(columns)

@@ -68,6 +68,17 @@ class RemoteBackend:
 
     def __init__(self, app: App, client: "ExecutorClient", slos: dict[str, float], grace_s: float = 5.0) -> None:
         self.app, self.client, self.slos, self.grace_s = app, client, slos, grace_s
+        self.variants: dict[str, str] = {}
+        """Task → the variant the scheduler's plan chose (a task not named: its cheapest)."""
+
+    def session(self, model: str) -> str:
+        """The session a stage's requests go to: the model, or the variant that serves a task now,
+        at the stage's SLO."""
+        m = self.app.models.get(model)
+        served = self.variants.get(model, m.served if m is not None else model)
+        if m is not None and m.variants and served not in m.variants:
+            served = m.served  # a plan naming a model the app does not list for the task
+        return str(SessionKey(served, self.slos[model]))
 
     async def infer(self, model: Model, inputs: Sequence[Any], deadline_wall: float) -> list[Reply]:
         """``deadline_wall`` is the latest the replies are of use (the frame's deadline less the CPU
@@ -76,7 +87,7 @@ class RemoteBackend:
         Requests not answered by ``grace_s`` after the stage's deadline (no executor consumes the
         session, or one died holding them) end as drops with reason ``timeout``: the client gives
         up on them on its clock, so every future here ends."""
-        sid = session_of(model.name, self.slos)
+        sid = self.session(model.name)
         if deadline_wall == math.inf:  # a backfill frame: no deadline, and a long wait for the slack
             cfuts = self.client.submit_many(sid, list(inputs), deadline_wall=math.inf,
                                             expires_wall=self.client.wall() + BACKGROUND_TIMEOUT_S)

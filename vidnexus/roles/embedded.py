@@ -166,7 +166,7 @@ class Embedded:
                                   f"`vidnexus streams add NAME URL --app {app.name}` (or serve the console with "
                                   "--console-port and add one there)")
             self.names = names
-            sessions = [SessionKey(m, slo) for m, slo in stage_slos(app).items()]
+            sessions = [SessionKey(app.served_model(m), slo) for m, slo in stage_slos(app).items()]
             self.plans: list[EpochPlan] = []
             self.executor = ExecutorRole(self.settings, sessions, bus=self.bus, clock=self.clock, device=device,
                                          load=load or app_loader(self.settings, app, device), executor_id="embedded",

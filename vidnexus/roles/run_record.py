@@ -155,7 +155,7 @@ def _plan(p: EpochPlan, app: str) -> dict[str, Any]:
                                      "even_ms": sp.even_ms, "gamma": sp.gamma, "gain": sp.gain}
     return {"generation": p.generation, "epoch": p.epoch, "devices": p.devices, "moved": p.moved,
             "assignments": p.assignments, "infeasible": [list(i) for i in p.infeasible],
-            "retired": list(p.retired), "split": _plain(split)}
+            "retired": list(p.retired), "split": _plain(split), "variants": dict(p.variants.get(app, {}))}
 
 
 def _plain(v: Any) -> Any:

@@ -44,7 +44,7 @@ from vidnexus.gpu_executor.client import ExecutorClient
 from vidnexus.gpu_executor.metrics import RecentTimes
 from vidnexus.operators.chain import App, Step
 from vidnexus.operators.engine import ChainEngine, FrameOutcome, KeyedDispatcher, app_schemas, wants
-from vidnexus.operators.infer import RemoteBackend, session_of, stage_slos
+from vidnexus.operators.infer import RemoteBackend, stage_slos
 from vidnexus.roles.summary import PeriodicSummary
 from vidnexus.roles.follow import PlanFollower
 
@@ -202,14 +202,15 @@ class WorkerRole:
             return {k: round(v * 1000, 3) for k, v in values.items() if v > 0}
 
         slos = self.backend.slos
-        hops = ms({m: self.client.round_trip_s(session_of(m, slos)) for m in models if m in slos})
+        hops = ms({m: self.client.round_trip_s(self.backend.session(m)) for m in models if m in slos})
         cpu = ms({n: self.engine.cpu_after_s(n) for n in ("frames", *models)})
         return Overheads(hops, cpu, round(self.encode_times.quantile("rows") * 1000, 3))
 
     def report(self) -> AppReport:
         g = self.app.graph()
+        tasks = {m: self.app.models[m].variants for m in g.models if m in self.app.models and self.app.models[m].variants}
         return AppReport(self.app.name, self.id, self.app.slo_ms, tuple(g.models), tuple(g.edges),
-                         self.engine.fanout.snapshot(), self.clock.wall(), self.overheads())
+                         self.engine.fanout.snapshot(), self.clock.wall(), self.overheads(), tasks)
 
     def publish_report(self) -> None:
         """The app's report for the scheduler's query analysis; none from a backfill worker, whose
@@ -233,6 +234,11 @@ class WorkerRole:
             # compacted topic) may name executors that are gone: the shared topics reach live ones.
             fresh = self.clock.wall() - plan.ts <= ROUTE_PLANS_FOR_S
             self.client.route(plan.routing if fresh else {})
+        chosen = {**self.backend.variants, **plan.variants_to_adopt(self.app.name)} if plan is not None \
+            else self.backend.variants
+        if chosen != self.backend.variants:
+            logger.info("app %s: task variants from the plan: %s", self.app.name, chosen)
+            self.backend.variants = dict(chosen)
         budgets = plan.split_to_adopt(self.app.name) if plan is not None and not self.pinned else None
         if budgets is not None and budgets != self.backend.slos:
             logger.info("app %s: stage SLOs from the scheduler's split: %s ms", self.app.name, budgets)
@@ -379,7 +385,10 @@ def unknown_models(app: App, known: Callable[[str], bool]) -> list[str]:
     def walk(steps: Sequence[Step]) -> None:
         for st in steps:
             if st.kind == "infer":
-                out.extend(f"{st.describe()} calls model {m.name!r}" for m in st.models if not known(m.name))
+                for m in st.models:
+                    out.extend(f"{st.describe()} calls model {v!r}" + (f" (a variant of task {m.name!r})"
+                                                                         if m.variants else "")
+                               for v in (m.variants or (m.name,)) if not known(v))
             for _, sub in st.branches:
                 walk(sub)
 

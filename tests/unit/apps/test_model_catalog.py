@@ -8,7 +8,8 @@ from vidnexus.gpu_executor.zoo import ZOO
 APP_MODELS = {"hud_digits": ((1, 28, 28), "classify"), "car_colours": ((3, 32, 32), "classify"),
               "dance_pose": ((3, 64, 64), "embed"), "glyph_compact": ((3, 32, 32), "embed"),
               "hud_text": ((3, 48, 320), "text"), "pose_landmarks": ((256, 256, 3), "pose"),
-              **{f"game_icons_g{g}": ((3, 32, 32), "classify") for g in range(20)}}
+              **{f"game_icons_g{g}": ((3, 32, 32), "classify") for g in range(20)},
+              **{f"glyph120_{v}": ((3, 32, 32), "classify") for v in ("oracle", "oracle_int8", "compact_b", "compact_a")}}
 
 
 def test_the_apps_declare_the_models_their_chains_call():
@@ -16,7 +17,7 @@ def test_the_apps_declare_the_models_their_chains_call():
 
     catalog = {e.name: (e.input_shape, e.task) for e in model_catalog()}
     assert catalog == APP_MODELS
-    called = {m for ref in APP_REFS for m in load_app(ref).models}
+    called = {v for ref in APP_REFS for m in load_app(ref).models.values() for v in (m.variants or (m.name,))}
     assert called - set(ZOO) == set(APP_MODELS)  # the optional compute-only stages call zoo models
 
 
