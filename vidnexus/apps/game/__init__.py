@@ -38,7 +38,7 @@ from vidnexus.specialization.specializer import KeySetup, Plan, Specializer, key
 from vidnexus.contracts.frames import Frame
 from vidnexus.streams.images import image_of
 
-__all__ = ["app", "GameFrame", "parse", "QUERIES", "specializer"]
+__all__ = ["app", "GameFrame", "parse", "game_of", "streams", "QUERIES", "specializer"]
 
 app = App("game", slo_ms=300)
 reader = app.model("hud_digits", decode=lambda logits: int(np.argmax(logits)))
@@ -93,13 +93,19 @@ class GameFrame:
     oracle: int | None = None
 
 
-def parse(f: Frame) -> GameFrame:
+def game_of(f: Frame) -> int:
+    """The frame's ``game`` tag (0 … N_GAMES − 1); ValueError naming the frame otherwise."""
     try:
         game = int(f.tags.get("game", ""))
     except ValueError:
         raise ValueError(f"frame {f.stream_id}#{f.frame_no} has no valid 'game' tag (0..{N_GAMES - 1})") from None
     if not 0 <= game < N_GAMES:
         raise ValueError(f"frame {f.stream_id}#{f.frame_no}: game {game} is outside 0..{N_GAMES - 1}")
+    return game
+
+
+def parse(f: Frame) -> GameFrame:
+    game = game_of(f)
     img = image_of(f)
     st = style(game)
     x, y = st.icon_xy
@@ -200,7 +206,8 @@ GROUP BY second ORDER BY second""",
 # -- demo ------------------------------------------------------------------------------------------
 
 
-def _streams(n: int, seconds: float, fps: float, sample_fps: float) -> list[Any]:
+def streams(n: int, seconds: float, fps: float, sample_fps: float) -> list[Any]:
+    """``n`` synthetic game streams (games drawn Zipf-like, as streamers' popularity), for demos."""
     from vidnexus.apps.game.render import zipf_games
     from vidnexus.streams.spec import StreamSpec
 
@@ -264,5 +271,5 @@ def icon_cost_summary(store: Any, executor: Any) -> DemoSummary:
 
 from vidnexus.apps.spec import DemoSpec, DemoSummary  # noqa: E402
 
-DEMO = DemoSpec(streams=_streams, queries=QUERIES, tables=("game_reads",), prepare=_prepare,
+DEMO = DemoSpec(streams=streams, queries=QUERIES, tables=("game_reads",), prepare=_prepare,
                 summary=icon_cost_summary, slo_ms=300)

@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from vidnexus.apps.game.render import ICON_SIZE, N_GAMES, style
+from vidnexus.apps.game import game_of, streams
+from vidnexus.apps.game.render import ICON_SIZE, style
 from vidnexus.apps.icons.models import CATALOG_BATCH, TASK, VARIANT_MODELS
 from vidnexus.apps.spec import DemoSpec
 from vidnexus.clock import wall_time
@@ -48,12 +49,7 @@ class Icon:
 
 
 def parse(f: Frame) -> Icon:
-    try:
-        game = int(f.tags.get("game", ""))
-    except ValueError:
-        raise ValueError(f"frame {f.stream_id}#{f.frame_no} has no valid 'game' tag (0..{N_GAMES - 1})") from None
-    if not 0 <= game < N_GAMES:
-        raise ValueError(f"frame {f.stream_id}#{f.frame_no}: game {game} is outside 0..{N_GAMES - 1}")
+    game = game_of(f)
     x, y = style(game).icon_xy
     icon = image_of(f)[y: y + ICON_SIZE, x: x + ICON_SIZE]  # uint8 BGR: the executor makes the input
     return Icon(f, game, np.ascontiguousarray(icon))
@@ -89,14 +85,6 @@ FROM icon_reads FINAL GROUP BY stream ORDER BY stream""",
 # -- demo ------------------------------------------------------------------------------------------
 
 
-def _streams(n: int, seconds: float, fps: float, sample_fps: float) -> list[Any]:
-    from vidnexus.apps.game.render import zipf_games
-    from vidnexus.streams.spec import StreamSpec
-
-    return [StreamSpec(f"streamer-{i + 1}", f"synthetic://game?game={g}&seed={i + 1}&fps={fps:g}&seconds={seconds:g}",
-                       fps=sample_fps) for i, g in enumerate(zipf_games(n, seed=1))]
-
-
 def _prepare(settings: Any) -> dict[str, Any]:
     from vidnexus.apps import task_catalog
 
@@ -105,4 +93,4 @@ def _prepare(settings: Any) -> dict[str, Any]:
                     f"on one CPU thread, {v.memory_bytes / 1e6:.2f} MB" for v in rows}
 
 
-DEMO = DemoSpec(streams=_streams, queries=QUERIES, tables=("icon_reads",), prepare=_prepare)
+DEMO = DemoSpec(streams=streams, queries=QUERIES, tables=("icon_reads",), prepare=_prepare)
