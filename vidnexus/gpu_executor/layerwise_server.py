@@ -1,0 +1,245 @@
+"""Serving a model layer group by layer group (the edge-serving paper's layer-wise batching, for
+real): requests that arrive while others are part-way through the model join them at the next
+group boundary. The decisions are :func:`vidnexus.gpu_executor.layerwise.next_step`'s (pure, the
+same as in ``bench layerwise``'s simulator); this module holds the activations, runs the groups
+and answers.
+
+- :class:`StagedRunner`: a torch model cut into groups; ``run_stage(k, activations)`` stacks the
+  requests' activations at group ``k``, runs the group once, and splits the result back.
+- :class:`LayerwiseServer`: one model on one device. ``submit`` queues a request with its
+  deadline; each :meth:`~LayerwiseServer.step` drops what can no longer make it and runs the next
+  group for the requests ``next_step`` picks (``policy``: ``layerwise`` min total completion time,
+  ``layerwise_tardy`` fewest late, ``model`` whole-model batches of the queue's head, as the
+  executor runs them). ``start`` runs the steps on a thread of its own.
+
+``vidnexus models layerwise MODEL`` serves a Poisson trace through it on this machine with each
+policy (docs/control-plane.md#layer-wise-batching).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from vidnexus.clock import Clock, MonotonicClock
+from vidnexus.contracts.profile import Profile
+from vidnexus.contracts.replies import Reply
+from vidnexus.gpu_executor.layerwise import Job, next_step
+
+__all__ = ["StagedRunner", "LayerwiseServer", "SERVED_POLICIES", "staged_zoo_model"]
+
+logger = logging.getLogger(__name__)
+
+SERVED_POLICIES = ("layerwise", "layerwise_tardy", "model")
+
+
+class StagedRunner:
+    """``groups`` (torch modules run in order) on ``device``; ``postprocess`` turns the last group's
+    row into the reply's value."""
+
+    def __init__(self, name: str, groups: Sequence[Any], device: str = "cpu",
+                 postprocess: Callable[[Any], Any] | None = None) -> None:
+        import torch
+
+        if not groups:
+            raise ValueError(f"model {name}: no layer groups")
+        self.name, self.device = name, device
+        self.groups = [g.eval().to(device) for g in groups]
+        self.postprocess = postprocess or (lambda t: t.tolist())
+        self._torch = torch
+
+    def __len__(self) -> int:
+        return len(self.groups)
+
+    def first(self, x: np.ndarray) -> Any:
+        """A request's input as the first group's activation (a batch of one, on the device)."""
+        return self._torch.from_numpy(np.ascontiguousarray(x)[None]).to(self.device)
+
+    def run_stage(self, k: int, activations: Sequence[Any]) -> list[Any]:
+        """Group ``k`` on the requests' activations (each a batch of one) at once; their next ones."""
+        torch = self._torch
+        with torch.inference_mode():
+            out = self.groups[k](torch.cat(list(activations)))
+            if self.device.startswith("cuda"):
+                torch.cuda.synchronize()
+        return list(out.split(1))
+
+    def output(self, activation: Any) -> Any:
+        return self.postprocess(activation[0].cpu())
+
+    def profile(self, x: np.ndarray, sizes: Sequence[int], repeats: int = 5) -> list[Profile]:
+        """h_k(b) of every group at ``sizes``, each timed on the previous group's real output (the
+        median of ``repeats`` runs after one warm-up)."""
+        import statistics
+        import time
+
+        act = self.first(x)
+        out = []
+        for k in range(len(self)):
+            means: list[float] = []
+            stds: list[float] = []
+            for b in sizes:
+                batch = [act] * b
+                self.run_stage(k, batch)
+                times = []
+                for _ in range(repeats):
+                    t0 = time.perf_counter()
+                    self.run_stage(k, batch)
+                    times.append(time.perf_counter() - t0)
+                means.append(max(statistics.median(times), means[-1] if means else 0.0))
+                stds.append(statistics.pstdev(times))
+            out.append(Profile(tuple(sizes), tuple(means), tuple(stds)))
+            act = self.run_stage(k, [act])[0]
+        return out
+
+
+def staged_zoo_model(name: str, groups: int = 5) -> tuple[list[Any], tuple[int, ...]]:
+    """A zoo CNN's top-level layers cut into ``groups`` contiguous groups (random weights: compute
+    cost only) and its input shape. Models: ``mobilenet_v3_small``, ``resnet18``."""
+    import torch
+
+    from vidnexus.gpu_executor.zoo import random_init
+
+    model = random_init(name).eval()
+    if name == "mobilenet_v3_small":
+        layers = [*model.features, torch.nn.Sequential(model.avgpool, torch.nn.Flatten(1), model.classifier)]
+    elif name == "resnet18":
+        layers = [torch.nn.Sequential(model.conv1, model.bn1, model.relu, model.maxpool), model.layer1, model.layer2,
+                  model.layer3, torch.nn.Sequential(model.layer4, model.avgpool, torch.nn.Flatten(1), model.fc)]
+    else:
+        raise ValueError(f"no layer groups for model {name!r}: mobilenet_v3_small or resnet18")
+    groups = max(1, min(groups, len(layers)))
+    bounds = [round(i * len(layers) / groups) for i in range(groups + 1)]
+    return [torch.nn.Sequential(*layers[a:b]) for a, b in zip(bounds, bounds[1:])], (3, 224, 224)
+
+
+@dataclass
+class _Pending:
+    future: "Future[Reply]"
+    arrival: float
+    activation: Any
+
+
+class LayerwiseServer:
+    """One staged model on one device (see the module docstring). ``profiles``: h_k(b) of each
+    group; its smallest largest size bounds a batch unless ``max_batch`` does."""
+
+    def __init__(self, runner: StagedRunner, profiles: Sequence[Profile], *, policy: str = "layerwise",
+                 clock: Clock | None = None, max_batch: int | None = None) -> None:
+        if policy not in SERVED_POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(SERVED_POLICIES)}, not {policy!r}")
+        if len(profiles) != len(runner):
+            raise ValueError(f"{len(profiles)} group profiles for {len(runner)} groups")
+        self.runner, self.h, self.policy = runner, list(profiles), policy
+        self.clock = clock or MonotonicClock()
+        self.max_batch = max_batch if max_batch is not None else min(p.max_batch for p in profiles)
+        self.jobs: list[Job] = []
+        self._pending: dict[int, _Pending] = {}
+        self._next = 0
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stop = False
+        self.steps: list[tuple[int, int]] = []
+        """(group, batch size) of every step run, in order."""
+
+    def submit(self, x: np.ndarray, deadline: float | None = None, slo_s: float = math.inf) -> "Future[Reply]":
+        """Queue one request; ``deadline`` on this server's clock (default: now + ``slo_s``)."""
+        fut: Future[Reply] = Future()
+        with self._cond:
+            now = self.clock.now()
+            rid, self._next = self._next, self._next + 1
+            self._pending[rid] = _Pending(fut, now, self.runner.first(x))
+            self.jobs.append(Job(rid, now, deadline if deadline is not None else now + slo_s))
+            self._cond.notify()
+        return fut
+
+    def _whole(self, b: int) -> float:
+        return sum(p.latency(b) for p in self.h)
+
+    def _drop(self, rids: Sequence[int], reason: str, now: float) -> None:
+        gone = set(rids)
+        self.jobs = [j for j in self.jobs if j.rid not in gone]
+        for rid in rids:
+            p = self._pending.pop(rid)
+            p.future.set_result(Reply.dropped(reason, latency_s=now - p.arrival))  # type: ignore[arg-type]
+
+    def _pick(self, now: float) -> list[int]:
+        """The requests whose next group runs now (dropping those that can no longer make it)."""
+        if self.policy == "model":  # whole-model batches of the head that finish in time (early drop)
+            late = [j.rid for j in self.jobs if j.layer == 0 and now + self._whole(1) > j.deadline]
+            self._drop(late, "early_drop", now)
+            if not self.jobs:
+                return []
+            if self.jobs[0].layer > 0:  # a batch under way runs on to its end
+                top = self.jobs[0].layer
+                return [j.rid for j in self.jobs if j.layer == top]
+            b = 1
+            while b < min(len(self.jobs), self.max_batch) and now + self._whole(b + 1) <= self.jobs[0].deadline:
+                b += 1
+            return [j.rid for j in self.jobs[:b]]
+        late = [j.rid for j in self.jobs if j.deadline <= now]
+        self._drop(late, "deadline", now)
+        run, drops = next_step(self.jobs, self.h, now, max_batch=self.max_batch,
+                               objective="tardy" if self.policy == "layerwise_tardy" else "time")
+        self._drop(drops, "early_drop", now)
+        return run
+
+    def step(self) -> bool:
+        """One device step: drop what cannot make it, run the next group for the requests picked,
+        answer those that finished. False when nothing was queued."""
+        with self._cond:
+            now = self.clock.now()
+            run = self._pick(now)
+            if not run:
+                return False
+            chosen = set(run)
+            members = [j for j in self.jobs if j.rid in chosen]
+            k = members[0].layer
+            acts = [self._pending[j.rid].activation for j in members]
+        outs = self.runner.run_stage(k, acts)
+        done: list[tuple[_Pending, Any]] = []
+        with self._cond:
+            self.steps.append((k, len(members)))
+            for j, a in zip(members, outs):
+                j.layer += 1
+                self._pending[j.rid].activation = a
+                if j.layer >= len(self.runner):
+                    done.append((self._pending.pop(j.rid), a))
+            self.jobs = [j for j in self.jobs if j.layer < len(self.runner)]
+            end = self.clock.now()
+        for p, a in done:
+            p.future.set_result(Reply(True, self.runner.output(a), latency_s=end - p.arrival, batch=len(members)))
+        return True
+
+    def start(self) -> "LayerwiseServer":
+        self._thread = threading.Thread(target=self._loop, name="vnx-layerwise", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self.jobs and not self._stop:
+                    self._cond.wait(0.5)
+                if self._stop:
+                    break
+            try:
+                self.step()
+            except Exception as e:  # a failing group: every request in flight ends, the server goes on
+                logger.warning("model %s: a layer group failed: %s", self.runner.name, e)
+                with self._cond:
+                    self._drop([j.rid for j in self.jobs], "error", self.clock.now())
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._drop([j.rid for j in self.jobs], "overload", self.clock.now())
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=10.0)
