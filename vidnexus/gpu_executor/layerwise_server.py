@@ -207,6 +207,8 @@ class LayerwiseServer:
         with self._cond:
             self.steps.append((k, len(members)))
             for j, a in zip(members, outs):
+                if j.rid not in self._pending:  # ended meanwhile (a stop)
+                    continue
                 j.layer += 1
                 self._pending[j.rid].activation = a
                 if j.layer >= len(self.runner):

@@ -98,3 +98,19 @@ def test_a_zoo_cnn_cut_into_groups_runs_through_to_its_classifier():
     assert staged.shape == (1, 1000)
     with pytest.raises(ValueError, match="no layer groups"):
         staged_zoo_model("lenet5")
+
+
+def test_a_stop_during_a_step_ends_the_requests_once():
+    """A stop that lands while a group runs drops what was queued; the step that was running then
+    answers nothing twice and raises nothing."""
+    server = LayerwiseServer(_runner(), H, clock=FakeClock())
+    fut = server.submit(_x(0), slo_s=1.0)
+    real = server.runner.run_stage
+
+    def stop_meanwhile(k, acts):
+        server.stop()
+        return real(k, acts)
+
+    server.runner.run_stage = stop_meanwhile  # type: ignore[method-assign]
+    assert server.step()
+    assert fut.result(timeout=1).reason == "overload" and server.jobs == []
