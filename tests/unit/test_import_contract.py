@@ -77,7 +77,6 @@ CLOCK_READERS = {
     "gpu_executor/loading.py": "times one request and each model's start-up for the executor's progress lines (estimates)",
     "training/glyphs.py": "reports how long training took (wall time in the models' report)",
     "training/variants.py": "measures how long loading a variant's weights takes (the cost of switching to it)",
-    "gpu_executor/layerwise_server.py": "measures each layer group's latency h_k(b): perf_counter around the group's run",
     "specialization/training.py": "measures how long WEG's retraining takes (the specializer's cost)",
     "services/base.py": "supervises local service processes: waits for ports with timeouts",
     "connectors/kafka_bus.py": "waits for topic metadata with the client's own timeout",

@@ -74,27 +74,21 @@ class StagedRunner:
         return self.postprocess(activation[0].cpu())
 
     def profile(self, x: np.ndarray, sizes: Sequence[int], repeats: int = 5) -> list[Profile]:
-        """h_k(b) of every group at ``sizes``, each timed on the previous group's real output (the
-        median of ``repeats`` runs after one warm-up)."""
-        import statistics
-        import time
+        """h_k(b) of every group at ``sizes``, each timed on the previous group's real output
+        (:func:`~vidnexus.gpu_executor.profiler.profile_runner`: medians, ℓ non-decreasing)."""
+        from vidnexus.gpu_executor.profiler import profile_runner
 
         act = self.first(x)
         out = []
         for k in range(len(self)):
-            means: list[float] = []
-            stds: list[float] = []
-            for b in sizes:
-                batch = [act] * b
-                self.run_stage(k, batch)
-                times = []
-                for _ in range(repeats):
-                    t0 = time.perf_counter()
-                    self.run_stage(k, batch)
-                    times.append(time.perf_counter() - t0)
-                means.append(max(statistics.median(times), means[-1] if means else 0.0))
-                stds.append(statistics.pstdev(times))
-            out.append(Profile(tuple(sizes), tuple(means), tuple(stds)))
+            def run(batch: list[Any], k: int = k) -> Any:
+                return self.run_stage(k, batch)
+
+            def one(a: Any = act) -> Any:
+                return a
+
+            prof, _ = profile_runner(run, one, list(sizes), repeats=repeats, warmup=1)
+            out.append(prof)
             act = self.run_stage(k, [act])[0]
         return out
 
