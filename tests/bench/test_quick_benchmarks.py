@@ -47,7 +47,8 @@ SUMMARY_KEYS = {
     "layerwise": {"layerwise_capacity_over_model_level", "layerwise_capacity_over_none",
                   "layerwise_tardy_capacity_over_model_level", "layerwise_completion_over_model_level",
                   "synthetic_layerwise_capacity_over_model_level", "synthetic_layerwise_completion_over_model_level",
-                  "gpu_layerwise_capacity_over_model_level", "gpu_layerwise_completion_over_model_level"},
+                  "gpu_layerwise_capacity_over_model_level", "gpu_layerwise_completion_over_model_level",
+                  "served_layerwise_on_time_over_model_level", "served_layerwise_completion_over_model_level"},
     "variants": {"variants_accuracy_at_half_budget_vs_best", "variants_accuracy_at_half_budget_vs_cheapest",
                  "variants_accuracy_full_budget_vs_best", "variants_step_switches"},
     "device": {"probe_capacity_gain", "probe_capacity_gain_mobilenet_v3_small", "served_good_at_quarter_c32"},
@@ -103,6 +104,10 @@ def test_quick_run_writes_the_json(name, tmp_path):
             assert r["devices_over_lower_bound"] >= 1.0 and r["epochs"] >= 3, r
             assert r["epochs_short_of_executors"] == 0, r  # the pool never caps the planner
         assert doc["summary"]["step_reaction_s"] < doc["config"]["runs"]["step"]["day_s"] / 2
+    if name == "layerwise":  # the served runs: both ways at each rate, shares of the requests sent
+        for r in doc["served"]:
+            assert r["requests"] > 0 and all(0 <= r[f"on_time_{p}"] <= 1 for p in ("model", "layerwise")), r
+            assert r["mean_batch_layerwise"] >= 1 and r["mean_batch_model"] >= 1, r
     if name == "apps":  # every frame sent has its outcome; each app has both modes and the target's fields
         s = doc["summary"]
         assert s["frames_accounted"] == s["frames_sent"]

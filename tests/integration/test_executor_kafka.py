@@ -1,5 +1,6 @@
-"""Two models served by a `vidnexus executor` process over the real broker; replies reach the
-right callers; malformed requests are dead-lettered; stats are published."""
+"""Two models served by a `vidnexus executor` process over the real broker (one of them layer-wise,
+``--layerwise``); replies reach the right callers; malformed requests are dead-lettered; stats are
+published."""
 
 import math
 import os
@@ -30,15 +31,17 @@ def executor_proc(kafka_bootstrap, tmp_path):
     env = dict(os.environ, VNX_BUS="kafka", VNX_KAFKA_BOOTSTRAP=kafka_bootstrap, VNX_TOPIC_PREFIX=prefix,
                VNX_DATA_DIR=str(tmp_path / "data"), VNX_METRICS_PORT=str(port))
     p = subprocess.Popen([sys.executable, "-m", "vidnexus", "executor", "-s", "lenet5:300",
-                          "-s", "mobilenet_v3_small:2000", "--threads", "1"],
+                          "-s", "mobilenet_v3_small:2000", "--threads", "1", "--layerwise", "mobilenet_v3_small:4"],
                          env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     deadline = time.monotonic() + 120
-    line = ""
+    line, lines = "", []
     while time.monotonic() < deadline:
         line = p.stderr.readline()
+        lines.append(line)
         if "executor: serving" in line or (not line and p.poll() is not None):
             break
     assert "executor: serving" in line, f"executor did not start: {line} {p.stderr.read() if p.poll() is not None else ''}"
+    assert any("mobilenet_v3_small served layer-wise (layerwise) in 4 groups" in x for x in lines), lines
     yield Settings(bus="kafka", kafka_bootstrap=kafka_bootstrap, topic_prefix=prefix, metrics_port=port)
     p.terminate()
     assert p.wait(timeout=60) == 0

@@ -13,9 +13,17 @@ highest rate with ≥ 90% of requests on time within the paper's 150 ms deadline
 The same runs on a *synthetic* GPU-shaped profile (each group 2 ms whatever the batch, plus 0.2 ms
 per item: not measured here, labelled ``synthetic``) show where the policy is meant to win.
 
+**Served** (``served``): the real :class:`~vidnexus.gpu_executor.executor.Executor` — its device
+thread, as ``vidnexus executor`` runs it — serves the same model (one module, one torch thread) to
+Poisson arrivals at 0.6, 1.2 and 1.6 × the one-at-a-time rate, 150 ms deadlines: once as a whole
+model (early drop, the local planner's batch) and once layer-wise (``Executor(staged=...)``, as
+``vidnexus executor --layerwise`` serves it). Wall-clock runs, so they carry this VM's noise.
+
 Summary: ``layerwise_capacity_over_model_level`` and ``…_over_none`` (this CPU),
-``layerwise_tardy_capacity_over_model_level``, ``layerwise_completion_over_model_level``, and the
-synthetic profile's ``synthetic_layerwise_capacity_over_model_level``.
+``layerwise_tardy_capacity_over_model_level``, ``layerwise_completion_over_model_level``, the
+synthetic profile's ``synthetic_layerwise_capacity_over_model_level``, and the served runs'
+``served_layerwise_on_time_over_model_level`` (at the highest rate) and
+``served_layerwise_completion_over_model_level`` (at the lowest).
 """
 
 from __future__ import annotations
@@ -161,6 +169,57 @@ def _compare(name: str, h: list[Profile], deadline_s: float, duration_s: float, 
     return row
 
 
+SERVED_FACTORS = (0.6, 1.2, 1.6)
+"""Arrival rates of the served runs, × the one-at-a-time rate 1/ℓ(1)."""
+
+
+def served(quick: bool, console: Any, deadline_s: float = 0.150) -> list[dict[str, Any]]:
+    """The real executor serving MobileNetV3-Small whole and layer-wise on this CPU (module docstring)."""
+    import numpy as np
+
+    from vidnexus.benchmarks.openloop import drive
+    from vidnexus.gpu_executor.backend import SessionSpec
+    from vidnexus.gpu_executor.executor import Executor
+    from vidnexus.gpu_executor.layerwise_server import LayerwiseServer, staged_server
+    from vidnexus.gpu_executor.loading import warm_sizes
+    from vidnexus.gpu_executor.profiler import profile_runner
+    from vidnexus.gpu_executor.runner import TorchRunner
+    from vidnexus.gpu_executor.zoo import random_init
+
+    name = "mobilenet_v3_small"
+    module = random_init(name).eval()
+    x = np.random.default_rng(0).random((3, 224, 224), dtype=np.float32)
+    sizes = [1, 4, 16] if quick else [1, 2, 4, 8, 16, 32]
+    whole = TorchRunner(name, module, "cpu", postprocess=lambda t: None)
+    prof, _ = profile_runner(whole, lambda: x, sizes, repeats=3 if quick else 5, warmup=1)
+    for b in warm_sizes(prof.sizes):
+        whole([x] * b)
+    staged = staged_server(name, module, x, groups=GROUPS, postprocess=lambda t: None, sizes=sizes)
+    one_rate = 1.0 / prof.latency(1)
+    spec = SessionSpec(f"{name}-{deadline_s * 1000:g}ms", name, deadline_s)
+    rows = []
+    for factor in SERVED_FACTORS[1:2] if quick else SERVED_FACTORS:
+        rate = factor * one_rate
+        trace = poisson_arrivals(rate, 1.5 if quick else 10.0, seed=3)
+        row: dict[str, Any] = {"rate_rps": round(rate, 1), "over_one_at_a_time": factor, "requests": len(trace)}
+        for policy in ("model", "layerwise"):
+            if policy == "model":
+                ex = Executor([spec], {name: whole}, {name: prof})
+            else:
+                server = LayerwiseServer(staged.runner, staged.h)
+                ex = Executor([spec], {}, {}, staged={name: server})
+            with ex:
+                res = drive(trace, lambda a: ex.submit(spec.session_id, x))
+            ok = [r for _, r in res if r.ok]
+            row[f"on_time_{policy}"] = round(sum(1 for r in ok if r.latency_s <= deadline_s) / max(1, len(res)), 4)
+            row[f"completion_ms_{policy}"] = round(1000 * sum(r.latency_s for r in ok) / len(ok), 2) if ok else None
+            row[f"mean_batch_{policy}"] = round(sum(r.batch for r in ok) / len(ok), 2) if ok else 0.0
+            console.print(f"  served {policy:9s} at {rate:6.1f} req/s: on time {row[f'on_time_{policy}']:.3f}, "
+                          f"mean completion {row[f'completion_ms_{policy}']} ms")
+        rows.append(row)
+    return rows
+
+
 def run(quick: bool, console: Any) -> dict[str, Any]:
     t0 = time.perf_counter()
     console.print("per-group profiles on this CPU:")
@@ -173,6 +232,9 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     gpu_groups, gpu_name = measured_gpu_groups()
     gpu = _compare("gpu", gpu_groups, deadline, 0.3 if quick else 2.0, tol, console) if gpu_groups else None
 
+    console.print("served by the executor on this CPU (whole model vs layer-wise):")
+    live = served(quick, console, deadline)
+
     def ratio(row: dict[str, Any], a: str, b: str) -> float:
         return round(row[a] / row[b], 3) if row[b] else 0.0
 
@@ -183,6 +245,9 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         "layerwise_completion_over_model_level": ratio(cpu, "completion_ms_layerwise", "completion_ms_model"),
         "synthetic_layerwise_capacity_over_model_level": ratio(syn, "capacity_layerwise", "capacity_model"),
         "synthetic_layerwise_completion_over_model_level": ratio(syn, "completion_ms_layerwise", "completion_ms_model"),
+        "served_layerwise_on_time_over_model_level": ratio(live[-1], "on_time_layerwise", "on_time_model"),
+        "served_layerwise_completion_over_model_level": (ratio(live[0], "completion_ms_layerwise", "completion_ms_model")
+                                                         if live[0]["completion_ms_layerwise"] else 0.0),
     }
     if gpu is not None:
         summary.update({
@@ -197,4 +262,4 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
                        "sim_seconds": duration, "target": TARGET,
                        "synthetic_profile": "each group 2 ms + 0.2 ms per item (not measured)",
                        "gpu_profile": f"{DEVICE_RESULT.name}: {gpu_name}" if gpu is not None else None},
-            "results": [cpu, syn] + ([gpu] if gpu is not None else []), "summary": summary}
+            "results": [cpu, syn] + ([gpu] if gpu is not None else []), "served": live, "summary": summary}

@@ -253,6 +253,14 @@ def executor(
                                      "models through a CUDA graph per batch size: one launch per batch instead of "
                                      "one per kernel from Python (a model that cannot be captured runs eagerly; "
                                      "detectors always do). No effect on cpu. See docs/models.md."),
+    layerwise: list[str] = typer.Option([], "--layerwise", help="MODEL[:GROUPS], repeatable: serve this model's "
+                                        "sessions layer-wise: cut into GROUPS layer groups (default 5), a request "
+                                        "joins a running batch at the next group boundary instead of waiting for "
+                                        "the whole model (edge-serving paper). CNNs with a features trunk "
+                                        "(mobilenet_v3_small) and ResNets. See docs/control-plane.md."),
+    layerwise_policy: str = typer.Option("layerwise", help="How --layerwise models pick the next group step: "
+                                         "layerwise (least total completion time) or layerwise_tardy (fewest "
+                                         "late requests, giving up those that would miss)."),
 ) -> None:
     """Serve model sessions over Kafka until SIGTERM (distributed mode).
 
@@ -278,6 +286,7 @@ def executor(
             raise VidnexusError(f"--weights {w!r}: expected MODEL=PATH")
         wmap[m] = Path(path)
     sessions = [SessionKey.from_arg(s) for s in session]
+    staged = dict(_layerwise_arg(x) for x in layerwise)
     cfg = settings()
     require_kafka(cfg, "executor")
     for ref in app_:
@@ -303,7 +312,8 @@ def executor(
                         metrics=ExecutorMetrics(registry), order=order.replace("-", "_"),  # type: ignore[arg-type]
                         device_type=device_type, price=price,
                         probe=probe_batches,
-                        save_profile=profile_saver(cfg, device, repository(cfg), cuda_graphs))
+                        save_profile=profile_saver(cfg, device, repository(cfg), cuda_graphs),
+                        layerwise=staged, layerwise_policy=layerwise_policy)
     role.on_summary = _print_summary
     stop = threading.Event()
     _stop_on_signals(stop)
@@ -312,12 +322,24 @@ def executor(
         for gid in sorted(set(role.groups.values())):
             members = sorted(m for m, g in role.groups.items() if g == gid)
             err_console.print(f"executor: prefix batching: {', '.join(members)} share one trunk")
+        for m, server in sorted((role.executor.staged if role.executor else {}).items()):
+            err_console.print(f"executor: {m} served layer-wise ({layerwise_policy}) in {len(server.h)} groups, "
+                              f"h_k(1) {', '.join(f'{1000 * p.latency(1):.1f}' for p in server.h)} ms")
         kind = f", device type {device_type} at price {price:g}" if device_type or price != 1.0 else ""
         err_console.print(f"executor: serving {', '.join(map(str, sessions))} (id {role.id}{kind})")
         _serve_health(cfg, "executor", role.health)
         role.run(stop)
     finally:
         bus.close()
+
+
+def _layerwise_arg(text: str) -> tuple[str, int]:
+    """``--layerwise MODEL[:GROUPS]`` → (model, groups)."""
+    model, sep, groups = text.partition(":")
+    if not model or (sep and not (groups.isdigit() and 1 <= int(groups) <= 64)):
+        raise VidnexusError(f"--layerwise {text!r}: expected MODEL or MODEL:GROUPS with 1 <= GROUPS <= 64, "
+                            "e.g. mobilenet_v3_small:5")
+    return model, int(groups) if sep else 5
 
 
 # -- scheduler ---------------------------------------------------------------------------------

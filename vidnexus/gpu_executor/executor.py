@@ -5,6 +5,12 @@ The same class serves requests arriving over the Bus (``service.py``) and in-pro
 (embedded mode). Every submitted request ends as a :class:`~vidnexus.contracts.replies.Reply`: outputs,
 or a drop with its reason (``early_drop``, ``deadline``, ``overload``, ``error``, ``retired``).
 
+A model may be served **layer-wise** (``staged``: a
+:class:`~vidnexus.gpu_executor.layerwise_server.LayerwiseServer` per model): its requests join a
+running batch at the next layer-group boundary, and the device thread runs one group at a time —
+whenever that group ends before the next whole-model real-time batch must start
+(:meth:`DutyCycle.rt_deadline`), and whenever no whole-model batch is ready.
+
 A request submitted with no deadline (``deadline=math.inf``: a backfill stream's frame) is
 delay-tolerant: it joins its session's background twin (``<session>~bg``), which runs in the device's
 slack without delaying a real-time batch (DeepQuery; ``backend.DutyCycle``). Background requests are
@@ -34,6 +40,7 @@ from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.contracts.replies import DropReason, Reply
 from vidnexus.gpu_executor.backend import Dispatch, DutyCycle, Order, SessionSpec
+from vidnexus.gpu_executor.layerwise_server import LayerwiseServer
 from vidnexus.gpu_executor.metrics import ExecutorMetrics
 from vidnexus.gpu_executor.probing import FIRST_RUN_FACTOR, Prober
 from vidnexus.contracts.profile import Profile
@@ -112,6 +119,9 @@ class Executor:
             model's last input; the profile gains each size once measured.
         on_profile: called with (model, profile) after a probe extends a profile (the executor role
             caches it, so a restart starts from it).
+        staged: model → its layer-wise server, for models served layer group by layer group (no
+            runner needed; see the module docstring). Their requests with no deadline join the
+            layer-wise batches (no background twin).
     """
 
     def __init__(
@@ -131,16 +141,20 @@ class Executor:
         order: Order = "laxity",
         probe: bool = False,
         on_profile: Callable[[str, Profile], None] | None = None,
+        staged: Mapping[str, LayerwiseServer] | None = None,
     ) -> None:
         groups = dict(prefix_groups or {})
         group_runners = dict(group_runners or {})
         unrunnable = {g for g in groups.values() if g not in group_runners}
         if unrunnable:
             raise ValueError(f"no group runner for prefix group(s) {sorted(unrunnable)}")
-        missing = {s.model for s in sessions} - set(runners) - set(groups)
+        self.staged = dict(staged or {})
+        missing = {s.model for s in sessions} - set(runners) - set(groups) - set(self.staged)
         if missing:
             raise ValueError(f"no runner for model(s) {sorted(missing)}")
-        self.core = DutyCycle(sessions, profiles, targets, prefix_groups=groups, order=order)
+        self.core = DutyCycle([s for s in sessions if s.model not in self.staged], profiles, targets,
+                              prefix_groups=groups, order=order)
+        self._staged_turn = 0
         self.runners = dict(runners)
         self.group_runners = group_runners
         self.preprocess = dict(preprocess or {})
@@ -184,6 +198,8 @@ class Executor:
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
+        for server in list(self.staged.values()):
+            server.end_all("overload")
         with self._lock:
             left = list(self._pending)
         for rid in left:
@@ -204,7 +220,8 @@ class Executor:
         now = self.clock.now()
         fut: Future[Reply] = Future()
         rid = next(self._ids)
-        if deadline == math.inf and session_id in self._specs and not self._specs[session_id].background:
+        if deadline == math.inf and session_id in self._specs and not self._specs[session_id].background \
+                and self._specs[session_id].model not in self.staged:
             session_id = self._background_twin(session_id)
         spec = self._specs.get(session_id)
         self._metrics_of(session_id).arrival(session_id, now)
@@ -256,21 +273,49 @@ class Executor:
     def _enqueue(self, rid: int, p: _Pending) -> None:
         p.enqueued = self.clock.now()
         with self._lock:
+            spec = self._specs.get(p.session_id)
+            server = self.staged.get(spec.model) if spec is not None else None
+        if server is not None:
+            server.submit(p.input, deadline=p.deadline, tag=p.session_id).add_done_callback(
+                lambda f: self._staged_done(rid, f.result()))
+            self._wake.set()
+            return
+        with self._lock:
             shed = self.core.enqueue(p.session_id, rid, p.deadline, p.enqueued)
         if shed is not None:
             self._finish_drop(rid, shed.reason)
         else:
             self._wake.set()
 
+    def _staged_done(self, rid: int, r: Reply) -> None:
+        """A layer-wise request ended (answered, or dropped by its server)."""
+        p = self._pop(rid)
+        if p is None:
+            return
+        now = self.clock.now()
+        lat = now - p.arrival
+        if r.ok:
+            self._metrics_of(p.session_id).reply(p.session_id, lat, p.enqueued - p.arrival, now <= p.deadline)
+            p.future.set_result(Reply.answer(r.output, latency_s=lat, batch=r.batch))
+        else:
+            reason = r.reason or "error"
+            self._metrics_of(p.session_id).drop(p.session_id, reason)
+            p.future.set_result(Reply.dropped(reason, latency_s=lat))
+
     # -- device loop ----------------------------------------------------------------------------
     def _device_loop(self) -> None:
         while not self._stop.is_set():
+            if self.staged and self._run_staged(before_rt=True):
+                continue
             with self._lock:
                 step = self.core.schedule(self.clock.now())
                 held = self.core.queued()
             for d in step.dropped:
                 self._finish_drop(d.request_id, d.reason)
             if step.dispatch is None:
+                if self.staged and self._run_staged(before_rt=False):
+                    continue
+                held = held or any(s.has_work() for s in list(self.staged.values()))
                 if self._prober is not None and self._probe():
                     continue
                 # The policies are work-conserving (they run or drop what is queued): wait on the
@@ -314,6 +359,27 @@ class Executor:
         lead = len(dispatch.parts[0].request_ids) if dispatch.parts else dispatch.batch
         self._metrics_of(dispatch.session_id).batch(dispatch.session_id, lead, seconds)
         self._pool.submit(self._reply_batch, dispatch, outputs)
+
+    def _run_staged(self, before_rt: bool) -> bool:
+        """One layer group of a layer-wise model (in turn among those with work); ``before_rt``:
+        only one that ends before the next whole-model real-time batch must start. Whether one ran."""
+        with self._lock:
+            servers = list(self.staged.values())
+            until = self.core.rt_deadline(self.clock.now()) if before_rt else math.inf
+            self._staged_turn += 1
+        for i in range(len(servers)):
+            server = servers[(self._staged_turn + i) % len(servers)]
+            t0 = self.clock.now()
+            try:
+                tags = server.step(until)
+            except Exception as e:  # a failing group: its requests in flight end, the device goes on
+                logger.error("a layer group of model %s failed: %s", server.runner.name, e)
+                server.end_all("error")
+                return True
+            if tags:
+                self._metrics_of(tags[0]).batch(tags[0], len(tags), self.clock.now() - t0)
+                return True
+        return False
 
     def _probe(self) -> bool:
         """Run one probe batch if one is wanted and ends before the next real-time batch must
@@ -390,16 +456,36 @@ class Executor:
         return self.background_metrics.snapshot(self.clock.now() - self._started_at)
 
     def targets(self) -> dict[str, int]:
+        """Batch size per session: the plan's (or the local planner's); a layer-wise session's is
+        its server's largest batch."""
         with self._lock:
-            return self.core.targets()
+            return {**self.core.targets(), **{sid: self.staged[spec.model].max_batch
+                                              for sid, spec in self._specs.items() if spec.model in self.staged}}
+
+    def sessions(self) -> list[SessionSpec]:
+        """Every session hosted here (background twins included)."""
+        with self._lock:
+            return list(self._specs.values())
+
+    def profiles(self) -> dict[str, Profile]:
+        """Every model's current ℓ(b); a layer-wise model's is the sum of its groups'."""
+        with self._lock:
+            return {**self.core.profiles(), **{m: server.profile for m, server in self.staged.items()}}
 
     def add_session(self, spec: SessionSpec, runner: Runner | None = None, profile: Profile | None = None,
-                    preprocess: Callable[[Any], Any] | None = None) -> None:
+                    preprocess: Callable[[Any], Any] | None = None, staged: LayerwiseServer | None = None) -> None:
         """Host one more session (a plan gave it to this executor); ``runner``, ``profile`` and its
-        input conversion ``preprocess`` when its model is new here. Idempotent for a session already
-        hosted."""
+        input conversion ``preprocess`` when its model is new here, or ``staged``, its layer-wise
+        server. Idempotent for a session already hosted."""
         with self._lock:
             if spec.session_id in self._specs:
+                return
+            if staged is not None:
+                self.staged[spec.model] = staged
+            if spec.model in self.staged:
+                if preprocess is not None:
+                    self.preprocess[spec.model] = preprocess
+                self._specs[spec.session_id] = spec
                 return
             if runner is not None:
                 self.runners[spec.model] = runner
@@ -423,13 +509,23 @@ class Executor:
             spec = self._specs.pop(session_id, None)
             if spec is None:
                 return []
-            dropped = self.core.remove_session(session_id)
             still = {s.model for s in self._specs.values()}
-            unloaded = [m for m in list(self.runners) if m == spec.model and m not in still
-                        and m not in self.core.prefix_groups()]
+            server = None
+            if spec.model in self.staged:  # the last session of a layer-wise model takes its server along
+                dropped: tuple[Any, ...] = ()
+                unloaded = [] if spec.model in still else [spec.model]
+                if unloaded:
+                    server = self.staged.pop(spec.model)
+            else:
+                dropped = self.core.remove_session(session_id)
+                unloaded = [m for m in list(self.runners) if m == spec.model and m not in still
+                            and m not in self.core.prefix_groups()]
+                for m in unloaded:
+                    del self.runners[m]
             for m in unloaded:
-                del self.runners[m]
                 self.preprocess.pop(m, None)
+        if server is not None:
+            server.end_all("retired")
         for d in dropped:
             self._finish_drop(d.request_id, "retired")
         return unloaded
@@ -442,7 +538,7 @@ class Executor:
     def hosts_model(self, model: str) -> bool:
         """Whether ``model`` can run here: its own runner, or its prefix group's."""
         with self._lock:
-            return model in self.runners or model in self.core.prefix_groups()
+            return model in self.runners or model in self.core.prefix_groups() or model in self.staged
 
     def set_targets(self, targets: Mapping[str, int]) -> None:
         with self._lock:

@@ -13,7 +13,10 @@ and answers.
   executor runs them). ``start`` runs the steps on a thread of its own.
 
 ``vidnexus models layerwise MODEL`` serves a Poisson trace through it on this machine with each
-policy (docs/control-plane.md#layer-wise-batching).
+policy (docs/control-plane.md#layer-wise-batching). ``vidnexus executor --layerwise MODEL`` serves a
+model's sessions through one over the bus: the executor's device loop runs its steps
+(:class:`~vidnexus.gpu_executor.executor.Executor`, ``staged``), :func:`staged_server` builds it from
+the loaded model.
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ import numpy as np
 
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.contracts.profile import Profile
-from vidnexus.contracts.replies import Reply
+from vidnexus.contracts.replies import DropReason, Reply
 from vidnexus.gpu_executor.layerwise import Job, next_step
 
-__all__ = ["StagedRunner", "LayerwiseServer", "SERVED_POLICIES", "staged_zoo_model"]
+__all__ = ["StagedRunner", "LayerwiseServer", "SERVED_POLICIES", "staged_zoo_model", "layer_groups", "whole_profile",
+           "staged_server"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,9 +61,11 @@ class StagedRunner:
     def __len__(self) -> int:
         return len(self.groups)
 
-    def first(self, x: np.ndarray) -> Any:
-        """A request's input as the first group's activation (a batch of one, on the device)."""
-        return self._torch.from_numpy(np.ascontiguousarray(x)[None]).to(self.device)
+    def first(self, x: Any) -> Any:
+        """A request's input (an array or a tensor) as the first group's activation (a batch of one,
+        on the device)."""
+        t = x if self._torch.is_tensor(x) else self._torch.from_numpy(np.ascontiguousarray(x))
+        return t[None].to(self.device)
 
     def run_stage(self, k: int, activations: Sequence[Any]) -> list[Any]:
         """Group ``k`` on the requests' activations (each a batch of one) at once; their next ones."""
@@ -93,24 +99,71 @@ class StagedRunner:
         return out
 
 
-def staged_zoo_model(name: str, groups: int = 5) -> tuple[list[Any], tuple[int, ...]]:
-    """A zoo CNN's top-level layers cut into ``groups`` contiguous groups (random weights: compute
-    cost only) and its input shape. Models: ``mobilenet_v3_small``, ``resnet18``."""
+def layer_groups(name: str, module: Any, groups: int = 5) -> list[Any]:
+    """``module``'s top-level layers, in the order they run, cut into ``groups`` contiguous groups
+    (fewer when it has fewer layers). Architectures: a ``features`` trunk with ``avgpool`` and
+    ``classifier`` (MobileNet, EfficientNet, VGG, AlexNet) and ResNets (``conv1`` … ``layer4``, ``fc``).
+
+    Raises:
+        ValueError: naming the model, for an architecture whose layer order is not known here.
+    """
     import torch
 
-    from vidnexus.gpu_executor.zoo import random_init
-
-    model = random_init(name).eval()
-    if name == "mobilenet_v3_small":
-        layers = [*model.features, torch.nn.Sequential(model.avgpool, torch.nn.Flatten(1), model.classifier)]
-    elif name == "resnet18":
-        layers = [torch.nn.Sequential(model.conv1, model.bn1, model.relu, model.maxpool), model.layer1, model.layer2,
-                  model.layer3, torch.nn.Sequential(model.layer4, model.avgpool, torch.nn.Flatten(1), model.fc)]
+    if all(hasattr(module, a) for a in ("features", "avgpool", "classifier")):
+        layers = [*module.features, torch.nn.Sequential(module.avgpool, torch.nn.Flatten(1), module.classifier)]
+    elif all(hasattr(module, a) for a in ("conv1", "bn1", "maxpool", "layer4", "fc")):
+        layers = [torch.nn.Sequential(module.conv1, module.bn1, module.relu, module.maxpool), module.layer1,
+                  module.layer2, module.layer3, torch.nn.Sequential(module.layer4, module.avgpool,
+                                                                    torch.nn.Flatten(1), module.fc)]
     else:
-        raise ValueError(f"no layer groups for model {name!r}: mobilenet_v3_small or resnet18")
+        raise ValueError(f"model {name}: its layer groups are not known (layer-wise serving takes a CNN with a "
+                         "features/avgpool/classifier trunk, e.g. mobilenet_v3_small, or a ResNet)")
     groups = max(1, min(groups, len(layers)))
     bounds = [round(i * len(layers) / groups) for i in range(groups + 1)]
-    return [torch.nn.Sequential(*layers[a:b]) for a, b in zip(bounds, bounds[1:])], (3, 224, 224)
+    return [torch.nn.Sequential(*layers[a:b]) for a, b in zip(bounds, bounds[1:])]
+
+
+def staged_zoo_model(name: str, groups: int = 5) -> tuple[list[Any], tuple[int, ...]]:
+    """A zoo CNN (random weights: compute cost only) cut into ``groups`` (:func:`layer_groups`) and
+    its input shape. Models: ``mobilenet_v3_small``, ``resnet18``."""
+    from vidnexus.gpu_executor.zoo import random_init
+
+    if name not in ("mobilenet_v3_small", "resnet18"):
+        raise ValueError(f"no layer groups for model {name!r}: mobilenet_v3_small or resnet18")
+    return layer_groups(name, random_init(name).eval(), groups), (3, 224, 224)
+
+
+def whole_profile(h: Sequence[Profile]) -> Profile:
+    """The whole model's ℓ(b) = Σ_k h_k(b) at the sizes every group measured (what planners see of a
+    model served layer-wise).
+
+    >>> whole_profile([Profile.linear(0.001, 0.010, 4), Profile.linear(0.002, 0.005, 2)]).mean_s
+    (0.018, 0.021)
+    """
+    sizes = sorted(set.intersection(*(set(p.sizes) for p in h)))
+    if not sizes:
+        raise ValueError("the layer groups' profiles share no batch size")
+    return Profile(tuple(sizes), tuple(round(sum(p.latency(b) for p in h), 9) for b in sizes),
+                   tuple(round(sum(p.planning_latency(b) - p.latency(b) for p in h), 9) for b in sizes))
+
+
+def staged_server(name: str, module: Any, x: Any, *, device: str = "cpu", groups: int = 5,
+                  policy: str = "layerwise", postprocess: Callable[[Any], Any] | None = None,
+                  sizes: Sequence[int] = (1, 2, 4, 8, 16), clock: Clock | None = None) -> "LayerwiseServer":
+    """A :class:`LayerwiseServer` for a loaded torch ``module`` (the executor's own, so replies equal
+    the whole model's), its groups profiled here on the input ``x`` at ``sizes``, then every batch
+    size it may run warmed (:func:`~vidnexus.gpu_executor.loading.warm_sizes`: a new shape's first
+    run builds kernels)."""
+    from vidnexus.gpu_executor.loading import warm_sizes
+
+    runner = StagedRunner(name, layer_groups(name, module, groups), device, postprocess)
+    server = LayerwiseServer(runner, runner.profile(x, sizes), policy=policy, clock=clock)
+    act = runner.first(x)
+    for k in range(len(runner)):
+        for b in warm_sizes(tuple(sorted(sizes))):
+            runner.run_stage(k, [act] * b)
+        act = runner.run_stage(k, [act])[0]
+    return server
 
 
 @dataclass
@@ -118,6 +171,7 @@ class _Pending:
     future: "Future[Reply]"
     arrival: float
     activation: Any
+    tag: Any = None
 
 
 class LayerwiseServer:
@@ -142,13 +196,23 @@ class LayerwiseServer:
         self.steps: list[tuple[int, int]] = []
         """(group, batch size) of every step run, in order."""
 
-    def submit(self, x: np.ndarray, deadline: float | None = None, slo_s: float = math.inf) -> "Future[Reply]":
-        """Queue one request; ``deadline`` on this server's clock (default: now + ``slo_s``)."""
+    @property
+    def profile(self) -> Profile:
+        """The whole model's ℓ(b) (:func:`whole_profile`)."""
+        return whole_profile(self.h)
+
+    def has_work(self) -> bool:
+        with self._cond:
+            return bool(self.jobs)
+
+    def submit(self, x: Any, deadline: float | None = None, slo_s: float = math.inf, tag: Any = None) -> "Future[Reply]":
+        """Queue one request; ``deadline`` on this server's clock (default: now + ``slo_s``);
+        ``tag`` comes back from the :meth:`step` that runs it."""
         fut: Future[Reply] = Future()
         with self._cond:
             now = self.clock.now()
             rid, self._next = self._next, self._next + 1
-            self._pending[rid] = _Pending(fut, now, self.runner.first(x))
+            self._pending[rid] = _Pending(fut, now, self.runner.first(x), tag)
             self.jobs.append(Job(rid, now, deadline if deadline is not None else now + slo_s))
             self._cond.notify()
         return fut
@@ -184,18 +248,22 @@ class LayerwiseServer:
         self._drop(drops, "early_drop", now)
         return run
 
-    def step(self) -> bool:
-        """One device step: drop what cannot make it, run the next group for the requests picked,
-        answer those that finished. False when nothing was queued."""
+    def step(self, until: float = math.inf) -> list[Any]:
+        """One device step: drop what cannot make it, run the next group for the requests picked if
+        it ends by ``until`` (planned from its h_k), answer those that finished. Returns the tags of
+        the requests the group ran for (empty: none ran)."""
         with self._cond:
             now = self.clock.now()
             run = self._pick(now)
             if not run:
-                return False
+                return []
             chosen = set(run)
             members = [j for j in self.jobs if j.rid in chosen]
             k = members[0].layer
+            if until < math.inf and now + self.h[k].planning_latency(len(members)) > until:
+                return []
             acts = [self._pending[j.rid].activation for j in members]
+            tags = [self._pending[j.rid].tag for j in members]
         outs = self.runner.run_stage(k, acts)
         done: list[tuple[_Pending, Any]] = []
         with self._cond:
@@ -211,7 +279,7 @@ class LayerwiseServer:
             end = self.clock.now()
         for p, a in done:
             p.future.set_result(Reply(True, self.runner.output(a), latency_s=end - p.arrival, batch=len(members)))
-        return True
+        return tags
 
     def start(self) -> "LayerwiseServer":
         self._thread = threading.Thread(target=self._loop, name="vnx-layerwise", daemon=True)
@@ -229,10 +297,15 @@ class LayerwiseServer:
                 self.step()
             except Exception as e:  # a failing group: every request in flight ends, the server goes on
                 logger.warning("model %s: a layer group failed: %s", self.runner.name, e)
-                with self._cond:
-                    self._drop([j.rid for j in self.jobs], "error", self.clock.now())
+                self.end_all("error")
+
+    def end_all(self, reason: DropReason) -> None:
+        """Every request in flight ends as a drop for ``reason``."""
+        with self._cond:
+            self._drop([j.rid for j in self.jobs], reason, self.clock.now())
 
     def stop(self) -> None:
+        """Stop the thread (if started); requests in flight end as drops (``overload``)."""
         with self._cond:
             self._stop = True
             self._drop([j.rid for j in self.jobs], "overload", self.clock.now())

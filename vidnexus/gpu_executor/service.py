@@ -46,7 +46,7 @@ class ExecutorService:
         self.clock = clock or MonotonicClock()
         self.names = Topics(settings.topic_prefix)
         self.routed_as = routed_as
-        self.sessions: Sequence[str] = [s.session_id for s in executor.core.sessions()]
+        self.sessions: Sequence[str] = [s.session_id for s in executor.sessions()]
         self._planned: Sequence[str] | None = None  # the plan's sessions for this executor (None: all)
         self._adopted: Sequence[str] = ()  # routed topics of executors gone from the plans
         for s in self.sessions:
@@ -87,7 +87,7 @@ class ExecutorService:
             self._follow()
 
     def _create_requests(self, session_id: str, partitions: int) -> None:
-        slo = next((s.slo_s for s in self.executor.core.sessions() if s.session_id == session_id), None)
+        slo = next((s.slo_s for s in self.executor.sessions() if s.session_id == session_id), None)
         retention = request_retention_s(slo) if slo is not None else None
         self.bus.create_topic(self.names.requests(session_id), partitions, retention_s=retention)
         self.bus.create_topic(self.names.background_requests(session_id), partitions, retention_s=BACKGROUND_RETENTION_S)

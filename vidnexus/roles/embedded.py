@@ -298,7 +298,7 @@ class Embedded:
         res = RunResult(self.app.name, streams, sum(s.published for s in streams), self.frames_processed,
                         executor_stats=core.stats() if core else [], plans=list(self.plans),
                         stage_slos_ms=dict(self.worker.backend.slos), specs=list(self.specs),
-                        slo_ms=float(self.app.slo_ms), profiles=core.core.profiles() if core else {},
+                        slo_ms=float(self.app.slo_ms), profiles=core.profiles() if core else {},
                         elapsed_s=self._elapsed_s)
         where = (f"app = {quote(self.app.name)} AND stream IN "
                  f"({', '.join(quote(n) for n in sorted(self.names)) or quote('')})")

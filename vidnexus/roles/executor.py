@@ -20,7 +20,7 @@ import socket
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import Settings
@@ -149,6 +149,10 @@ class ExecutorRole:
         probe: measure larger batch sizes in idle time while a hosted session's SLO could use them
             (:mod:`~vidnexus.gpu_executor.probing`); the stats then carry the extended profile, so
             the scheduler's plans may use them. ``save_profile`` caches each extension.
+        layerwise: model → layer groups, for models served layer-wise (a request joins a running
+            batch at the next group boundary; :mod:`~vidnexus.gpu_executor.layerwise_server`),
+            with ``layerwise_policy`` (``layerwise``: least total completion time;
+            ``layerwise_tardy``: fewest late requests). Their groups are profiled at start.
     """
 
     def __init__(self, settings: Settings, sessions: Sequence[SessionKey], *, bus: Bus, clock: Clock | None = None,
@@ -158,7 +162,8 @@ class ExecutorRole:
                  inputs: Callable[[str], Callable[[Any], Any] | None] | None = None,
                  order: Order = "laxity", allow_empty: bool = False, device_type: str = "",
                  price: float = 1.0, probe: bool = False,
-                 save_profile: Callable[[str, Profile], None] | None = None) -> None:
+                 save_profile: Callable[[str, Profile], None] | None = None,
+                 layerwise: Mapping[str, int] | None = None, layerwise_policy: str = "layerwise") -> None:
         if not sessions and not allow_empty:
             raise ConfigError("give at least one --session MODEL:SLO_MS")
         if not 0 < price < math.inf:
@@ -181,6 +186,11 @@ class ExecutorRole:
         self.workers = workers
         self.order: Order = order
         self.probe, self.save_profile = probe, save_profile
+        from vidnexus.gpu_executor.layerwise_server import SERVED_POLICIES
+
+        if layerwise_policy not in SERVED_POLICIES[:2]:
+            raise ConfigError(f"--layerwise-policy {layerwise_policy!r}: choose layerwise or layerwise_tardy")
+        self.layerwise, self.layerwise_policy = dict(layerwise or {}), layerwise_policy
         self.specs = {str(k): SessionSpec(str(k), k.model, k.slo_s, policy=policy) for k in sessions}
         self.static = set(self.specs)  # sessions the executor was started with are never retired
         self.executor: Executor | None = None
@@ -214,13 +224,14 @@ class ExecutorRole:
         loaded, profiles = self.load(sorted({s.model for s in self.specs.values()}))
         self.model_bytes = {m: model_bytes(r) for m, r in loaded.items()}
         preprocess = {m: f for m in loaded if (f := self.inputs(m)) is not None}
+        staged = {m: self._staged(m, loaded.pop(m), profiles.pop(m)) for m in list(loaded) if m in self.layerwise}
         # A group's members run through its PrefixRunner only: the trunk is held once.
         runners, self.groups, group_runners = served_runners(loaded, self.device,
                                                              declared_prefixes(self.settings, loaded))
         self.executor = Executor(list(self.specs.values()), runners, profiles, preprocess=preprocess,
                                  clock=self.clock, metrics=self.metrics, prefix_groups=self.groups,
                                  group_runners=group_runners, workers=self.workers, order=self.order,
-                                 probe=self.probe, on_profile=self.save_profile).start()
+                                 probe=self.probe, on_profile=self.save_profile, staged=staged).start()
         self.service = ExecutorService(self.executor, self.bus, self.settings, clock=self.clock,
                                        dead_letters=self.dead_letters, routed_as=self.id)
         self.bus.create_topic(self.topics.stats, 1)
@@ -303,7 +314,7 @@ class ExecutorRole:
         free = device_memory_bytes(self.device)
         return ExecutorStats(self.id, self.device, self.clock.wall(), self.executor.targets(),
                              tuple(sorted(t.rsplit(".req.", 1)[-1] for t in self.service.topics)),
-                             dict(self.executor.core.profiles()), tuple(sessions), self.stats_every_s,
+                             self.executor.profiles(), tuple(sessions), self.stats_every_s,
                              free + sum(self.model_bytes.values()) if free else 0, dict(self.model_bytes),
                              self.device_type, self.price, dict(self.groups))
 
@@ -372,6 +383,28 @@ class ExecutorRole:
                 del self.specs[sid], self._unassigned[sid]
                 logger.warning("retired session %s%s", sid, f", unloaded {', '.join(unloaded)}" if unloaded else "")
 
+    def _staged(self, model: str, runner: Any, profile: Profile) -> Any:
+        """``runner``'s model served layer-wise: its own module cut into groups, each profiled here
+        at the loaded profile's sizes up to 32."""
+        from vidnexus.gpu_executor.layerwise_server import staged_server
+
+        module = getattr(runner, "module", None)
+        if module is None:
+            raise ConfigError(f"--layerwise {model}: only a torch model can be served layer-wise")
+        try:
+            shape = repository(self.settings).get(model).input_shape
+        except Exception as e:
+            raise ConfigError(f"--layerwise {model}: its input shape is not in the model repository ({e})") from e
+        import numpy as np
+
+        sizes = [b for b in profile.sizes if b <= 32] or [1]
+        server = staged_server(model, module, np.zeros(shape, np.float32), device=self.device,
+                               groups=self.layerwise[model], policy=self.layerwise_policy,
+                               postprocess=runner.postprocess, sizes=sizes, clock=self.clock)
+        logger.info("serving %s layer-wise (%s) in %d groups: h_k(1) %s ms", model, self.layerwise_policy,
+                    len(server.h), ", ".join(f"{1000 * p.latency(1):.1f}" for p in server.h))
+        return server
+
     def host(self, sid: str) -> None:
         """A plan gave this executor a session it does not host (e.g. a stage SLO from the latency
         split): create it, loading the model first when it is new here."""
@@ -381,17 +414,20 @@ class ExecutorRole:
         except ConfigError:
             logger.warning("plan names session %s, which is not MODEL-SLOms; ignored", sid)
             return
-        runner = prof = None
+        runner = prof = staged = None
         if not self.executor.hosts_model(key.model):
             try:
                 runners, profiles = self.load([key.model])
+                runner, prof = runners[key.model], profiles[key.model]
+                if key.model in self.layerwise:
+                    staged, runner = self._staged(key.model, runner, prof), None
             except Exception as e:  # an unknown or broken model must not stop the executor
                 logger.error("cannot load model %s for session %s: %s", key.model, sid, e)
                 return
-            runner, prof = runners[key.model], profiles[key.model]
-            self.model_bytes[key.model] = model_bytes(runner)
+            self.model_bytes[key.model] = model_bytes(runners[key.model])
             logger.info("loaded model %s for session %s", key.model, sid)
         spec = SessionSpec(sid, key.model, key.slo_s, policy=self.policy)
-        self.executor.add_session(spec, runner, prof, self.inputs(key.model) if runner is not None else None)
+        new = runner is not None or staged is not None
+        self.executor.add_session(spec, runner, prof, self.inputs(key.model) if new else None, staged=staged)
         self.service.add_session(sid)
         self.specs[sid] = spec
