@@ -15,7 +15,7 @@ per item: not measured here, labelled ``synthetic``) show where the policy is me
 
 **Served** (``served``): the real :class:`~vidnexus.gpu_executor.executor.Executor` — its device
 thread, as ``vidnexus executor`` runs it — serves the same model (one module, one torch thread) to
-Poisson arrivals at 0.6, 1.2 and 1.6 × the one-at-a-time rate, 150 ms deadlines: once as a whole
+Poisson arrivals at 0.6, 1.2, 1.8 and 2.4 × the one-at-a-time rate, 150 ms deadlines: once as a whole
 model (early drop, the local planner's batch) and once layer-wise (``Executor(staged=...)``, as
 ``vidnexus executor --layerwise`` serves it). Wall-clock runs, so they carry this VM's noise.
 
@@ -169,7 +169,7 @@ def _compare(name: str, h: list[Profile], deadline_s: float, duration_s: float, 
     return row
 
 
-SERVED_FACTORS = (0.6, 1.2, 1.6)
+SERVED_FACTORS = (0.6, 1.2, 1.8, 2.4)
 """Arrival rates of the served runs, × the one-at-a-time rate 1/ℓ(1)."""
 
 
