@@ -117,7 +117,8 @@ def choose_variants(catalogs: Mapping[str, Sequence[Variant]], sessions: Sequenc
     request × rate; memory); ties by lower cost. A session already running a variant (``previous``)
     moves to a more accurate one only when loading it takes at most ``load_share`` of its share of
     the device over an epoch (``epoch_s``) — MCDNN loads cost 2–5× a run, so a switch must pay for
-    itself — and moves down at once when its current variant no longer fits.
+    itself — and moves down at once when its current variant no longer fits. A session with no
+    requests (its streams ended) keeps its current variant: loading another would serve nothing.
 
     Raises:
         ValueError: a session's task has no catalog, or an empty one.
@@ -129,6 +130,10 @@ def choose_variants(catalogs: Mapping[str, Sequence[Variant]], sessions: Sequenc
         cat = list(catalogs.get(s.task, ()))
         if not cat:
             raise ValueError(f"session {s.session_id}: no variants for task {s.task!r}")
+        kept = next((v for v in cat if v.name == previous.get(s.session_id)), None)
+        if s.rate <= 0 and kept is not None:
+            out.append(Choice(s.session_id, kept.name, kept.accuracy, True, False))
+            continue
         device, memory = share[s.session_id]
         fitting = [v for v in cat if v.cost_s * s.rate <= device + 1e-12 and v.memory_bytes <= memory]
         if not fitting:

@@ -50,3 +50,13 @@ def test_bad_catalogs_and_variants_are_refused():
         Variant("v", "t", 1.5, 0.01, 0)
     with pytest.raises(ValueError, match="cost per request"):
         Variant("v", "t", 0.5, 0.0, 0)
+
+
+def test_a_session_whose_streams_ended_keeps_its_variant():
+    """No requests: an upgrade would load a model to serve nothing (before, the idle session's
+    whole share made the oracle fit, and the executor loaded it at every stream's end)."""
+    idle = [TaskSession("cam", "glyph", 0.0)]
+    kept = choose_variants({"glyph": CAT}, idle, Budgets(1.0), previous={"cam": "compact-int8"}, epoch_s=600)[0]
+    assert (kept.variant, kept.switched, kept.fits) == ("compact-int8", False, True)
+    # With no variant running yet, an idle session gets the best that fits (a plan hosts it before frames come).
+    assert choose_variants({"glyph": CAT}, idle, Budgets(1.0))[0].variant == "oracle"
