@@ -88,6 +88,8 @@ SEMANTIC = [
     ["executor", "-s", "nope"],
     ["executor", "-s", "resnet18:abc"],
     ["executor", "-s", "resnet18:100", "--weights", "x"],
+    ["executor", "-s", "resnet18:100", "--layerwise", "resnet18:0"],
+    ["executor", "-s", "resnet18:100", "--layerwise", ":3"],
     ["bench", "nope"],
     ["demo", "nope"],
     ["models", "register", "m", "--from", "zoo:resnet18", "--input", "3xa"],

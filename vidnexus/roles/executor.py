@@ -398,9 +398,12 @@ class ExecutorRole:
         import numpy as np
 
         sizes = [b for b in profile.sizes if b <= 32] or [1]
-        server = staged_server(model, module, np.zeros(shape, np.float32), device=self.device,
-                               groups=self.layerwise[model], policy=self.layerwise_policy,
-                               postprocess=runner.postprocess, sizes=sizes, clock=self.clock)
+        try:
+            server = staged_server(model, module, np.zeros(shape, np.float32), device=self.device,
+                                   groups=self.layerwise[model], policy=self.layerwise_policy,
+                                   postprocess=runner.postprocess, sizes=sizes, clock=self.clock)
+        except ValueError as e:  # an architecture whose layer order is not known
+            raise ConfigError(f"--layerwise {model}: {e}") from None
         logger.info("serving %s layer-wise (%s) in %d groups: h_k(1) %s ms", model, self.layerwise_policy,
                     len(server.h), ", ".join(f"{1000 * p.latency(1):.1f}" for p in server.h))
         return server

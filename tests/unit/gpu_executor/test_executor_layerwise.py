@@ -128,3 +128,23 @@ def test_layer_groups_of_a_resnet_run_as_the_whole_model():
         assert len(groups) == 3 and torch.allclose(staged, model(x), atol=1e-5)
     with pytest.raises(ValueError, match="lenet5: its layer groups are not known"):
         layer_groups("lenet5", random_init("lenet5"), 3)
+
+
+def test_the_executor_role_refuses_a_model_it_cannot_cut_at_start(tmp_path):
+    from vidnexus.config import Settings
+    from vidnexus.connectors.memory_bus import MemoryBus
+    from vidnexus.contracts.sessions import SessionKey
+    from vidnexus.errors import ConfigError
+    from vidnexus.gpu_executor.runner import TorchRunner
+    from vidnexus.gpu_executor.zoo import random_init
+    from vidnexus.roles.executor import ExecutorRole
+
+    runner = TorchRunner("lenet5", random_init("lenet5"), "cpu")
+    role = ExecutorRole(Settings(topic_prefix="lw", data_dir=tmp_path), [SessionKey("lenet5", 100)], bus=MemoryBus(),
+                        executor_id="e1", follow_plans=False, layerwise={"lenet5": 3},
+                        load=lambda names: ({"lenet5": runner}, {"lenet5": Profile.linear(0.001, 0.001, 8)}))
+    with pytest.raises(ConfigError, match="--layerwise lenet5: model lenet5: its layer groups are not known"):
+        role.start()
+    with pytest.raises(ConfigError, match="--layerwise-policy 'fifo'"):
+        ExecutorRole(Settings(topic_prefix="lw", data_dir=tmp_path), [SessionKey("lenet5", 100)], bus=MemoryBus(),
+                     layerwise_policy="fifo")
