@@ -536,7 +536,7 @@ class Executor:
             return [sid for sid, spec in self._specs.items() if not sid.endswith(BACKGROUND_SUFFIX)]
 
     def hosts_model(self, model: str) -> bool:
-        """Whether ``model`` can run here: its own runner, or its prefix group's."""
+        """Whether ``model`` can run here: its own runner, its prefix group's, or its layer-wise server."""
         with self._lock:
             return model in self.runners or model in self.core.prefix_groups() or model in self.staged
 
