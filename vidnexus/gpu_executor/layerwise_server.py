@@ -79,14 +79,18 @@ class StagedRunner:
     def output(self, activation: Any) -> Any:
         return self.postprocess(activation[0].cpu())
 
-    def profile(self, x: np.ndarray, sizes: Sequence[int], repeats: int = 5) -> list[Profile]:
+    def profile(self, x: np.ndarray, sizes: Sequence[int], repeats: int = 5,
+                warm: Sequence[int] = ()) -> list[Profile]:
         """h_k(b) of every group at ``sizes``, each timed on the previous group's real output
-        (:func:`~vidnexus.gpu_executor.profiler.profile_runner`: medians, ℓ non-decreasing)."""
+        (:func:`~vidnexus.gpu_executor.profiler.profile_runner`: medians, ℓ non-decreasing); each
+        group also runs once at every batch size in ``warm`` (a new shape's first run builds kernels)."""
         from vidnexus.gpu_executor.profiler import profile_runner
 
         act = self.first(x)
         out = []
         for k in range(len(self)):
+            for b in warm:
+                self.run_stage(k, [act] * b)
             def run(batch: list[Any], k: int = k) -> Any:
                 return self.run_stage(k, batch)
 
@@ -157,13 +161,8 @@ def staged_server(name: str, module: Any, x: Any, *, device: str = "cpu", groups
     from vidnexus.gpu_executor.loading import warm_sizes
 
     runner = StagedRunner(name, layer_groups(name, module, groups), device, postprocess)
-    server = LayerwiseServer(runner, runner.profile(x, sizes), policy=policy, clock=clock)
-    act = runner.first(x)
-    for k in range(len(runner)):
-        for b in warm_sizes(tuple(sorted(sizes))):
-            runner.run_stage(k, [act] * b)
-        act = runner.run_stage(k, [act])[0]
-    return server
+    h = runner.profile(x, sizes, warm=warm_sizes(tuple(sorted(sizes))))
+    return LayerwiseServer(runner, h, policy=policy, clock=clock)
 
 
 @dataclass
@@ -185,6 +184,8 @@ class LayerwiseServer:
         if len(profiles) != len(runner):
             raise ValueError(f"{len(profiles)} group profiles for {len(runner)} groups")
         self.runner, self.h, self.policy = runner, list(profiles), policy
+        self.profile = whole_profile(self.h)
+        """The whole model's ℓ(b) (:func:`whole_profile`; the group profiles do not change)."""
         self.clock = clock or MonotonicClock()
         self.max_batch = max_batch if max_batch is not None else min(p.max_batch for p in profiles)
         self.jobs: list[Job] = []
@@ -195,11 +196,6 @@ class LayerwiseServer:
         self._stop = False
         self.steps: list[tuple[int, int]] = []
         """(group, batch size) of every step run, in order."""
-
-    @property
-    def profile(self) -> Profile:
-        """The whole model's ℓ(b) (:func:`whole_profile`)."""
-        return whole_profile(self.h)
 
     def has_work(self) -> bool:
         with self._cond:
