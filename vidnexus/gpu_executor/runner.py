@@ -162,6 +162,10 @@ class OnnxRunner:
         opts.log_severity_level = 3  # errors only: no per-node warnings on stderr
         if threads:
             opts.intra_op_num_threads = threads
+        # Its pool threads sleep between batches: by default they spin, taking a core from the
+        # roles that share the host (embedded mode's ingest, worker and sink) while the device
+        # thread waits for the next batch.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         providers: list[Any] = ["CPUExecutionProvider"]
         if device.startswith("cuda"):
             providers.insert(0, ("CUDAExecutionProvider", {"device_id": int(device.partition(":")[2] or 0)}))

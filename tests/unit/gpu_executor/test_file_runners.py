@@ -49,3 +49,12 @@ def test_file_runner_picks_onnx_for_other_files_and_a_bad_file_is_a_model_error(
     bad.write_bytes(b"not a flatbuffer")
     with pytest.raises(ModelError, match="LiteRT cannot load"):
         TfliteRunner("broken", str(bad))
+
+
+def test_an_onnx_runners_threads_sleep_between_batches():
+    # onnxruntime's intra-op pool spins between runs by default: on a host whose other roles share
+    # the CPU (embedded mode) that spinning took a core from them while the device thread waited.
+    from vidnexus.apps.hudtext.models import rec_file
+
+    options = file_runner("hud_text", rec_file()).session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
