@@ -242,9 +242,6 @@ TRAIN_PER_CLASS, VAL_PER_CLASS = 150, 40
 
 def load_or_train(model_dir: Path, *, quick: bool = False) -> GlyphModels:
     """The three models (trained once, cached with their report: accuracy, training time, cost)."""
-    import torch
-
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     tag = f"{_VERSION}-opencv{cv2.__version__}" + ("-quick2" if quick else "")
     cache = WeightsCache(model_dir / f"{tag}.json", {a: model_dir / f"{tag}-{a}.pt" for a in ARCHS})
     models, report = load_or_train_parts(cache, build_model, lambda: _train_all(quick))

@@ -107,3 +107,22 @@ def test_fit_minibatches_learns_and_steps_once_per_batch():
     assert sched.last_epoch == 3 * 4  # ceil(200 / 64) = 4 steps per epoch
     assert not model.training
     assert F.cross_entropy(model(x), y).item() < before / 2
+
+
+def test_training_runs_on_every_core_and_serving_keeps_its_threads(tmp_path):
+    # `vidnexus run` serves with one torch thread; a model trained on first use trains on all cores.
+    import os
+
+    seen = []
+
+    def train():
+        seen.append(torch.get_num_threads())
+        return build(), {}
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        load_or_train(WeightsCache.single(tmp_path, "m"), build, train)
+        assert seen == [len(os.sched_getaffinity(0))] and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
