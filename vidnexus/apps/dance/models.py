@@ -1,6 +1,6 @@
 """The dance app's pose regressor: a small CNN trained by the project on stick-figure dancers in
 random poses (rendered like ``synthetic://dance``), regressing the 13 keypoints from a square crop
-around the figure. Trained on first use (about 2–3 minutes on two cores), cached under
+around the figure. Trained on first use (about 2 minutes on two cores), cached under
 ``<data_dir>/models`` with its held-out error (:mod:`vidnexus.training.fit`); ``figure_crop`` is the
 CPU step that finds the figure. The executors know it as ``dance_pose`` (:data:`DANCE_POSE`).
 
@@ -117,7 +117,7 @@ def dance_pose(model_dir: Path) -> Any:
 
 DANCE_POSE = ModelEntry(
     "dance_pose", dance_pose, (3, CROP, CROP), "embed",
-    "pose regressor trained by the project on stick-figure dancers (13 keypoints; trained on first use, 2–3 min)",
+    "pose regressor trained by the project on stick-figure dancers (13 keypoints; trained on first use, about 2 min)",
     crop_input,
     weights="trained by the project on first use on rendered stick-figure dancers; recognises those, not real "
             "people (its held-out error on rendered figures is in its training report)",
