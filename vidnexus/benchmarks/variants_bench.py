@@ -76,6 +76,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     import torch
 
     from vidnexus.config import load_settings
+    from vidnexus.gpu_executor.profiler import torch_threads
     from vidnexus.training.variants import held_out, load_or_measure, variant_models
 
     t0 = time.perf_counter()
@@ -94,10 +95,8 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     need = sum(s.rate for s in sessions) * best.cost_s
     period = 0.5 if quick else 4.0
     fractions = (1.0, 0.5, 0.1) if quick else FRACTIONS
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
     rows = []
-    try:
+    with torch_threads(1):
         with torch.inference_mode():  # first batches build kernels: not charged to any budget
             for m in models.values():
                 for _ in range(5):
@@ -132,8 +131,6 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
                          "load_s": round(load_s, 5), "fits": all(c.fits for c in chosen)})
             console.print(f"  load ×{scale:4.2f}: {', '.join(f'{c.session_id}={c.variant}' for c in chosen)}"
                           f"{'  (switched ' + ', '.join(switched) + ')' if switched else ''}")
-    finally:
-        torch.set_num_threads(before)
 
     def at(f: float) -> dict[str, Any]:
         return next(r for r in rows if r["budget_fraction"] == f)

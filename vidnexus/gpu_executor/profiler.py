@@ -7,13 +7,27 @@ import json
 import platform
 import statistics
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from vidnexus.errors import ModelError
 from vidnexus.contracts.profile import Profile
 
-__all__ = ["profile_runner", "profile_model", "save_profile", "load_profile", "profile_env"]
+__all__ = ["profile_runner", "profile_model", "save_profile", "load_profile", "profile_env", "torch_threads"]
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """torch's intra-op threads set to ``n`` for the duration, then back to what they were."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def profile_runner(

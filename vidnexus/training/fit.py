@@ -33,10 +33,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 from vidnexus.clock import Clock, MonotonicClock
 
@@ -137,20 +137,14 @@ def load_or_train_parts(
     return {part: models[part].eval() for part in cache.parts}, report
 
 
-@contextmanager
-def every_core() -> Iterator[None]:
+def every_core() -> AbstractContextManager[None]:
     """torch's intra-op threads set to every core this process may run on, for the duration (then
     as they were): training is a one-off job before its model serves, however few threads the
     caller serves with (``vidnexus run`` serves with 1; on two cores the dance regressor's fitting
     took 112 s on one thread, 64 s on two)."""
-    import torch
+    from vidnexus.gpu_executor.profiler import torch_threads
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+    return torch_threads(max(1, len(os.sched_getaffinity(0))))
 
 
 def load_or_train(

@@ -129,12 +129,10 @@ def _weights(model: Any) -> tuple[int, float]:
 def _measure(models: dict[str, Any], xs: np.ndarray, ys: np.ndarray) -> list[MeasuredVariant]:
     import torch
 
-    from vidnexus.gpu_executor.profiler import profile_runner
+    from vidnexus.gpu_executor.profiler import profile_runner, torch_threads
     from vidnexus.training.glyphs import predict
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         out = []
         for name in VARIANTS:
             m = models[name]
@@ -150,8 +148,6 @@ def _measure(models: dict[str, Any], xs: np.ndarray, ys: np.ndarray) -> list[Mea
             out.append(MeasuredVariant(name, TASK, arch, "int8" if name.endswith("int8") else "float32",
                                        round(acc, 4), prof, size, round(load_s, 5)))
         return out
-    finally:
-        torch.set_num_threads(before)
 
 
 def _key(quick: bool) -> str:
