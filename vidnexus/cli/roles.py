@@ -7,6 +7,7 @@ import math
 import signal
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Optional
@@ -400,16 +401,27 @@ def scheduler(
     require_kafka(cfg, "scheduler")
     bus = open_bus(cfg)
 
+    shown: dict[str, Any] = {"lines": None, "at": 0.0, "since": 0}
+
     def show(plan: Any) -> None:
-        err_console.print(f"scheduler: epoch {plan.epoch}: {plan.devices} executor(s), moved {plan.moved}, "
-                          f"assignments {plan.assignments}, infeasible {list(plan.infeasible) or 'none'}"
-                          + (f", variants {plan.variants}" if plan.variants else ""), markup=False)
+        """A plan's lines, when they differ from the last plan's, else once per 30 s (a plan per
+        epoch would bury everything else in the log)."""
+        lines = [f"{plan.devices} executor(s), moved {plan.moved}, assignments {plan.assignments}, "
+                 f"infeasible {list(plan.infeasible) or 'none'}" + (f", variants {plan.variants}" if plan.variants else "")]
         for a, sp in plan.splits.items():
             held = f"reserved {sp.reserve_ms} ms" if sp.reserve_ms else "nothing reserved"
-            err_console.print(f"scheduler: app {a}: " + (f"split {sp.budgets_ms} ms (even {sp.even_ms}), "
-                                                       f"γ {sp.gamma}, gain {sp.gain}, {held}"
-                                                       if sp.ok else sp.reason),
-                              markup=False)
+            lines.append(f"app {a}: " + (f"split {sp.budgets_ms} ms (even {sp.even_ms}), γ {sp.gamma}, gain {sp.gain}, "
+                                         f"{held}" if sp.ok else sp.reason))
+        now = time.monotonic()
+        if lines == shown["lines"] and now - shown["at"] < 30.0:
+            return
+        same = f" (the same since epoch {shown['since']})" if lines == shown["lines"] else ""
+        if lines != shown["lines"]:
+            shown["since"] = plan.epoch
+        shown.update(lines=lines, at=now)
+        err_console.print(f"scheduler: epoch {plan.epoch}{same}: {lines[0]}", markup=False)
+        for line in lines[1:]:
+            err_console.print(f"scheduler: {line}", markup=False)
 
     metrics = None
     if cfg.metrics_port:
