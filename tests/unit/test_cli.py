@@ -61,6 +61,15 @@ def test_help_lists_the_commands():
         assert cmd in p.stdout
 
 
+def test_bench_help_names_every_benchmark():
+    from vidnexus.benchmarks import BENCHMARKS
+
+    p, _ = vnx("bench", "--help", env={"COLUMNS": "400"})
+    assert p.returncode == 0
+    named = p.stdout.split("Benchmark:", 1)[1].split("(", 1)[0]
+    assert [n.strip() for n in named.split(",")] == list(BENCHMARKS)
+
+
 def test_unknown_benchmark_and_demo():
     p, _ = vnx("bench", "nope")
     assert p.returncode == 2 and "available" in p.stderr

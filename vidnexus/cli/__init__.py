@@ -14,6 +14,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
+from vidnexus.benchmarks import BENCHMARKS
 from vidnexus.cli import roles
 from vidnexus.cli.common import (RepeatFilter, console, console_tokens, err_console, finite, print_result, settings,
                                  write_private)
@@ -338,9 +339,8 @@ def models_profile(
 # -- bench -------------------------------------------------------------------------------------
 @app.command()
 def bench(
-    name: str = typer.Argument(..., help=("Benchmark: drop-policies, prefix, multiplex, scheduler, cluster, latency-split, ingest, runtimes, weg, "
-                                         "preprocess, hop, sink, soak, apps, apps-real, peers or peers-real (runtimes, hop, sink, soak, apps and peers need "
-                                         "the broker, sink, soak and apps also the server: "
+    name: str = typer.Argument(..., help=(f"Benchmark: {', '.join(BENCHMARKS)} (runtimes, hop, sink, soak, apps and "
+                                         "peers need the broker, sink, soak and apps also the server: "
                                          "vidnexus services up; peers and peers-real need scripts/peers-venv.sh)")),
     quick: bool = typer.Option(False, help="A reduced run (a few minutes) that checks the benchmark works."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON result here."),

@@ -135,3 +135,41 @@ def test_laxity_counts_the_batch_a_session_would_take():
 def test_unknown_order_is_refused():
     with pytest.raises(ValueError, match="order must be one of laxity, round_robin"):
         DutyCycle([SessionSpec("s", "a", 1.0)], {"a": P}, order="edf")
+
+
+def _ran(c, model, b, seconds):
+    from vidnexus.gpu_executor.backend import Dispatch
+
+    c.observed(Dispatch("s", model, tuple(range(b)), 0.0), seconds)
+
+
+def test_observed_batches_scale_the_whole_profile_and_it_recovers_when_they_speed_up_again():
+    c = core(SessionSpec("s", "a", 1.0))
+    for _ in range(40):  # contention: batches of 2 take twice their profiled 30 ms
+        _ran(c, "a", 2, 0.060)
+    assert c.slowdown("a") == pytest.approx(2.0, rel=0.02)
+    assert c.profile("a").latency(8) == pytest.approx(2.0 * P.latency(8), rel=0.02)  # every size, run or not
+    for _ in range(40):  # contention over, seen only at another size
+        _ran(c, "a", 8, P.latency(8))
+    assert c.slowdown("a") == pytest.approx(1.0, rel=0.02)
+    assert c.profile("a").latency(2) == pytest.approx(P.latency(2), rel=0.02)
+    assert c.base_profile("a") == P
+
+
+def test_one_stall_moves_the_slowdown_by_a_bounded_step():
+    c = core(SessionSpec("s", "a", 1.0))
+    _ran(c, "a", 1, 5.0)  # 250× the profile: a pause, not the device
+    assert c.slowdown("a") == pytest.approx(0.9 + 0.1 * 4.0)
+    _ran(c, "a", 1, float("nan"))
+    _ran(c, "a", 1, 0.0)
+    assert c.slowdown("a") == pytest.approx(1.3)
+
+
+def test_a_new_measured_profile_keeps_the_observed_slowdown():
+    c = core(SessionSpec("s", "a", 1.0))
+    for _ in range(60):
+        _ran(c, "a", 4, 1.5 * P.latency(4))
+    wider = Profile.linear(0.010, 0.010, max_batch=32)
+    c.with_profile("a", wider)
+    assert c.base_profile("a") == wider
+    assert c.profile("a").latency(32) == pytest.approx(c.slowdown("a") * wider.latency(32))
