@@ -255,3 +255,19 @@ def test_a_consumer_whose_fetching_stalls_is_reopened_where_it_was(kafka_bootstr
         c.close()
     finally:
         bus.close()
+
+
+def test_delivered_says_whether_every_record_is_acknowledged_without_waiting(kafka_bus, topic):
+    kafka_bus.create_topic(topic, partitions=1)
+    for i in range(50):
+        kafka_bus.publish(topic, None, b"x" * 10_000)
+    t0 = time.monotonic()
+    kafka_bus.delivered()
+    assert time.monotonic() - t0 < 0.5  # never waits for the broker
+    deadline = time.monotonic() + 20
+    while not kafka_bus.delivered() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert kafka_bus.delivered()
+    c = kafka_bus.subscribe([topic], group=None, from_beginning=True)
+    assert len(drain(c, 50)) == 50
+    c.close()

@@ -54,9 +54,10 @@ class Consumer(Protocol):
         """Records from the assigned partitions, in offset order per partition."""
         ...
 
-    def commit(self, offsets: "dict[tuple[str, int], int] | None" = None) -> None:
+    def commit(self, offsets: "dict[tuple[str, int], int] | None" = None, *, wait: bool = True) -> None:
         """Commit the position after every record returned so far, or, with ``offsets``, the given
-        next offset to read per (topic, partition)."""
+        next offset to read per (topic, partition). ``wait=False``: send the commit and return (a
+        commit that fails then is logged, not raised: the records are read again, at least once)."""
         ...
 
     def assignment(self) -> set[tuple[str, int]]:
@@ -111,6 +112,11 @@ class Bus(Protocol):
 
     def flush(self, timeout_s: float = 10.0) -> None:
         """Block until every published record is acknowledged."""
+        ...
+
+    def delivered(self) -> bool:
+        """Whether every record published so far is acknowledged, without waiting (records that
+        failed raise :class:`ConnectorError`, as in :meth:`flush`)."""
         ...
 
     def subscribe(

@@ -230,6 +230,15 @@ class ConfluentBus:
         if failed:
             raise ConnectorError(f"{len(failed)} records were not acknowledged: {failed[0]}", retryable=True)
 
+    def delivered(self) -> bool:
+        self._unpolled = 0
+        self._producer.poll(0)  # serve the delivery reports that arrived
+        with self._flock:
+            failed, self._failed = self._failed, []
+        if failed:
+            raise ConnectorError(f"{len(failed)} records were not acknowledged: {failed[0]}", retryable=True)
+        return len(self._producer) == 0
+
     # -- consume ------------------------------------------------------------------------------
     def subscribe(self, topics: Sequence[str], group: str | None, *, from_beginning: bool = True) -> "ConfluentConsumer":
         return ConfluentConsumer(self, list(topics), group, from_beginning)
@@ -239,6 +248,13 @@ class ConfluentBus:
             self._producer.flush(self.timeout_s)
         except Exception:  # closing: nothing left to tell anyone
             pass
+
+
+def _commit_result(err: Any, partitions: Any) -> None:
+    """How a commit sent without waiting ended (served by the consumer's polls): a failure is
+    logged; those records are read again after a rebalance or restart (at least once)."""
+    if err is not None:
+        logger.warning("a commit sent without waiting failed: %s", err)
 
 
 class ConfluentConsumer:
@@ -268,6 +284,7 @@ class ConfluentConsumer:
             "fetch.max.bytes": bus.max_message_bytes * 2,
             "max.partition.fetch.bytes": bus.max_message_bytes + 64 * 1024,
             "fetch.wait.max.ms": 10,
+            "on_commit": _commit_result,
         }
         self.watchdog = FetchWatchdog(bus.fetch_stall_s)
         try:
@@ -353,7 +370,7 @@ class ConfluentConsumer:
         else:
             self._c.subscribe(self._topics)
 
-    def commit(self, offsets: dict[tuple[str, int], int] | None = None) -> None:
+    def commit(self, offsets: dict[tuple[str, int], int] | None = None, *, wait: bool = True) -> None:
         from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
         if self.group is None:
@@ -362,12 +379,12 @@ class ConfluentConsumer:
             if offsets is None:
                 positions = [tp for tp in self._c.position(self._c.assignment()) if tp.offset >= 0]
                 if positions:
-                    self._c.commit(offsets=positions, asynchronous=False)
+                    self._commit(positions, wait)
             else:
                 owned = {(tp.topic, tp.partition) for tp in self._c.assignment()}
                 mine = [TopicPartition(t, p, o) for (t, p), o in offsets.items() if (t, p) in owned]
                 if mine:
-                    self._c.commit(offsets=mine, asynchronous=False)
+                    self._commit(mine, wait)
         except KafkaException as e:
             err = e.args[0] if e.args else None
             code = err.code() if err is not None else None
@@ -379,6 +396,12 @@ class ConfluentConsumer:
                 logger.warning("commit after rebalance ignored: %s", err)
                 return
             raise ConnectorError(f"commit failed: {err or e}", retryable=True) from None
+
+    def _commit(self, offsets: list[Any], wait: bool) -> None:
+        if wait:
+            self._c.commit(offsets=offsets, asynchronous=False)
+        else:
+            self._c.commit(offsets=offsets, asynchronous=True)
 
     def assignment(self) -> set[tuple[str, int]]:
         return {(tp.topic, tp.partition) for tp in self._c.assignment()}

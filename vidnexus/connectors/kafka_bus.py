@@ -189,6 +189,17 @@ class KafkaBus:
                 f"{len(failed)} records were not acknowledged: {failed[0].exception}", retryable=True
             )
 
+    def delivered(self) -> bool:
+        if not all(f.is_done for f in self._pending):
+            return False
+        failed = [f for f in self._pending if f.failed()]
+        self._pending = []
+        if failed:
+            raise ConnectorError(
+                f"{len(failed)} records were not acknowledged: {failed[0].exception}", retryable=True
+            )
+        return True
+
     def subscribe(
         self, topics: Sequence[str], group: str | None, *, from_beginning: bool = True
     ) -> "KafkaGroupConsumer":
@@ -260,21 +271,22 @@ class KafkaGroupConsumer:
                 )
         return out
 
-    def commit(self, offsets: dict[tuple[str, int], int] | None = None) -> None:
+    def commit(self, offsets: dict[tuple[str, int], int] | None = None, *, wait: bool = True) -> None:
         from kafka.errors import CommitFailedError, KafkaError, RebalanceInProgressError
         from kafka.structs import OffsetAndMetadata, TopicPartition
 
         if self.group is None:
             return
+        commit = self._c.commit if wait else self._c.commit_async
         try:
             if offsets is None:
-                self._c.commit()
+                commit()
             else:
                 owned = self._c.assignment()
                 mine = {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()
                         if TopicPartition(t, p) in owned}
                 if mine:
-                    self._c.commit(mine)
+                    commit(mine)
         except (CommitFailedError, RebalanceInProgressError) as e:
             # The group rebalanced; the new owner re-reads from the last commit (at-least-once).
             logger.warning("commit after rebalance ignored: %s", e)

@@ -151,6 +151,9 @@ class MemoryBus:
     def flush(self, timeout_s: float = 10.0) -> None:
         return None
 
+    def delivered(self) -> bool:
+        return True
+
     # -- consume ------------------------------------------------------------------------------
     def subscribe(
         self, topics: Sequence[str], group: str | None, *, from_beginning: bool = True
@@ -327,7 +330,7 @@ class MemoryConsumer:
                 clock.wait_for(self._bus._cond, lambda: self._bus._changes != seen or self._woken or self._closed,
                                left)
 
-    def commit(self, offsets: dict[tuple[str, int], int] | None = None) -> None:
+    def commit(self, offsets: dict[tuple[str, int], int] | None = None, *, wait: bool = True) -> None:
         if self.group is None:
             return
         with self._bus._cond:

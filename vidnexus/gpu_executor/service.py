@@ -36,6 +36,10 @@ __all__ = ["ExecutorService"]
 
 logger = logging.getLogger(__name__)
 
+COMMIT_AT_LEAST_EVERY_S = 5.0
+"""The serving loop commits without waiting while replies keep being acknowledged; past this long
+without a commit it waits for them (a producer that never drains must not hold commits back)."""
+
 
 class ExecutorService:
     """Serve ``executor``'s sessions from the bus until :meth:`stop`."""
@@ -202,8 +206,8 @@ class ExecutorService:
             for fut in futs:
                 fut.add_done_callback(done)
         if self.clock.now() - self._last_commit >= commit_every_s:
-            self._commit_answered(self._consumer)
-            self._last_commit = self.clock.now()
+            if self._commit_answered(self._consumer, block=False):
+                self._last_commit = self.clock.now()
         if not msgs and self.watchdog.check(self._consumer):
             with self._lock:
                 self._resubscribe = True
@@ -223,14 +227,24 @@ class ExecutorService:
             self._consumer.close()
             self._consumer = None
 
-    def _commit_answered(self, consumer: Any) -> None:
-        """Commit, per partition, up to the first request not answered yet (never waits)."""
+    def _commit_answered(self, consumer: Any, *, block: bool = True) -> bool:
+        """Commit, per partition, up to the first request not answered yet, once the replies of
+        what it commits are on the broker. ``block=False`` (the serving loop): neither wait for
+        the replies' acknowledgements nor for the commit's answer (each took up to 20 ms of the
+        loop on a busy 2-core box, and requests waited meanwhile); while replies are still
+        unacknowledged the commit waits for a later call, and only after
+        ``COMMIT_AT_LEAST_EVERY_S`` without one does the loop wait for them. Whether it
+        committed (or had nothing to commit)."""
         offsets = {tp: o for tp, o in self.committable().items() if self._committed.get(tp) != o}
         if not offsets:
-            return
-        self.bus.flush()  # the replies of what we commit are on the broker first
-        consumer.commit(offsets)
+            return True
+        if block or self.clock.now() - self._last_commit >= COMMIT_AT_LEAST_EVERY_S:
+            self.bus.flush()
+        elif not self.bus.delivered():
+            return False
+        consumer.commit(offsets, wait=block)
         self._committed.update(offsets)
+        return True
 
     def wait_answered(self, timeout_s: float) -> bool:
         """Wait (on the clock) until every request read so far has been answered; False on timeout."""

@@ -51,6 +51,63 @@ def test_client_and_service_over_the_memory_bus():
     assert dlq.poll(timeout_s=0.0)[0].value == b"garbage"
 
 
+class _SlowAcks(MemoryBus):
+    """A bus whose broker has not acknowledged the replies yet until ``acked`` is set."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.acked, self.flushes = False, 0
+
+    def delivered(self):
+        return self.acked
+
+    def flush(self, timeout_s=10.0):
+        self.flushes += 1
+
+
+def test_the_serving_loop_commits_once_replies_are_acknowledged_and_waits_for_them_only_when_overdue():
+    """Commits never block the loop while replies keep being acknowledged: an offset is committed
+    only after the replies of what it covers are on the broker (at least once); past
+    COMMIT_AT_LEAST_EVERY_S without a commit, the loop waits for them (flush)."""
+    from vidnexus.gpu_executor.service import COMMIT_AT_LEAST_EVERY_S
+
+    settings = Settings(bus="memory", topic_prefix="a")
+    clock = FakeClock()
+    bus = _SlowAcks(clock=clock)
+    ex = Executor([SessionSpec("s", "m", 30.0)], {"m": lambda xs: [float(x.sum()) for x in xs]},
+                  {"m": Profile.linear(0.0001, 0.0005, 8)}, clock=clock).start()
+    svc = ExecutorService(ex, bus, settings, partitions=1, clock=clock)
+    client = ExecutorClient(bus, settings, "c", clock=clock)
+    topic = request_topic(settings, "s")
+    futs = [client.submit("s", np.full((2,), i, np.float32), slo_s=30.0) for i in range(4)]
+    assert svc.step(timeout_s=0.0, commit_every_s=0.05) == 4
+    [f.result(timeout=10) for f in futs]
+    assert svc.wait_answered(timeout_s=10.0)
+    committed = bus._groups["a-executor"].committed
+    clock.advance(0.1)
+    svc.step(timeout_s=0.0, commit_every_s=0.05)
+    assert committed.get((topic, 0), 0) == 0 and bus.flushes == 0  # replies not acknowledged: later
+    bus.acked = True
+    clock.advance(0.1)
+    svc.step(timeout_s=0.0, commit_every_s=0.05)
+    assert committed == {(topic, 0): 4} and bus.flushes == 0
+    bus.acked = False
+    more = [client.submit("s", np.full((2,), i, np.float32), slo_s=30.0) for i in range(2)]
+    svc.step(timeout_s=0.0, commit_every_s=0.05)
+    [f.result(timeout=10) for f in more]
+    assert svc.wait_answered(timeout_s=10.0)
+    clock.advance(0.1)
+    svc.step(timeout_s=0.0, commit_every_s=0.05)
+    assert committed == {(topic, 0): 4}
+    clock.advance(COMMIT_AT_LEAST_EVERY_S)
+    svc.step(timeout_s=0.0, commit_every_s=0.05)
+    assert committed == {(topic, 0): 6} and bus.flushes == 1  # overdue: it waited for the acks
+    svc.stop()
+    svc.close()
+    client.close()
+    ex.stop()
+
+
 def test_service_keeps_reading_while_a_request_is_unanswered_and_commits_only_answered_offsets():
     """Polling never waits for replies; the committed offset stops at the first unanswered request."""
     settings = Settings(bus="memory", topic_prefix="c")

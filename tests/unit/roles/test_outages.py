@@ -77,6 +77,10 @@ class FlakyBus:
         self.switch.check()
         return self._b.flush(timeout_s)
 
+    def delivered(self):
+        self.switch.check()
+        return self._b.delivered()
+
     def __getattr__(self, name):
         return getattr(self._b, name)
 
@@ -335,7 +339,7 @@ class StuckBus:
                 def assignment(self):
                     return set()
 
-                def commit(self, offsets=None):
+                def commit(self, offsets=None, *, wait=True):
                     return None
 
                 def wakeup(self):
