@@ -295,15 +295,11 @@ class ConfluentConsumer:
                 start = OFFSET_BEGINNING if from_beginning else OFFSET_END
                 md = self._c.list_topics(timeout=bus.timeout_s).topics
                 tps = [TopicPartition(t, p, start) for t in topics if t in md for p in md[t].partitions]
-                try:
-                    marks = {(tp.topic, tp.partition): self._c.get_watermark_offsets(tp, timeout=bus.timeout_s)
-                             for tp in tps}
-                except KafkaException:  # a partition without a leader yet: start where librdkafka resolves
-                    self._c.assign(tps)
-                else:
-                    at = {tp: lo if from_beginning else hi for tp, (lo, hi) in marks.items()}
-                    self.watchdog.start(at)
-                    self._c.assign([TopicPartition(t, p, o) for (t, p), o in at.items()])
+                marks = {(tp.topic, tp.partition): self._c.get_watermark_offsets(tp, timeout=bus.timeout_s)
+                         for tp in tps}
+                at = {tp: lo if from_beginning else hi for tp, (lo, hi) in marks.items()}
+                self.watchdog.start(at)
+                self._c.assign([TopicPartition(t, p, o) for (t, p), o in at.items()])
             else:
                 self._c.subscribe(topics)
         except KafkaException as e:
