@@ -287,7 +287,6 @@ class ConfluentConsumer:
             "on_commit": _commit_result,
         }
         self.watchdog = FetchWatchdog(bus.fetch_stall_s)
-        self._marks: tuple[dict[Any, Any], dict[Any, Any]] | None = None  # watermark requests in flight
         try:
             self._c = Consumer(self._conf)
             if group is None:
@@ -339,33 +338,17 @@ class ConfluentConsumer:
         return out
 
     def _check_fetching(self, now: float) -> None:
-        """Ask the broker for the assigned partitions' watermarks (the admin client's futures: the
-        polling thread never waits for the answer); once they are in, reopen a stalled consumer."""
-        from confluent_kafka import KafkaException, TopicPartition
-        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]  # re-exported without `as`
+        """Ask the broker for the assigned partitions' watermarks; reopen a stalled consumer."""
+        from confluent_kafka import KafkaException
 
-        if self._marks is None:
-            tps = [TopicPartition(tp.topic, tp.partition) for tp in self._c.assignment()]
-            if not tps:  # nothing assigned (a group member between assignments): nothing waits for it
-                self.watchdog.check(now, {})
-                return
-            try:
-                self._marks = (self._bus._admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps}),
-                               self._bus._admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}))
-            except KafkaException as e:
-                logger.debug("consumer %s: cannot ask for watermarks: %s", self.group, e)
-            return
-        lows, highs = self._marks
-        if not all(f.done() for f in [*lows.values(), *highs.values()]):
-            return  # the next poll looks again
-        self._marks = None
         try:
-            marks = {(tp.topic, tp.partition): (lows[tp].result().offset, highs[tp].result().offset) for tp in lows}
+            marks = {(tp.topic, tp.partition): self._c.get_watermark_offsets(tp, timeout=1.0, cached=False)
+                     for tp in self._c.assignment()}
         except KafkaException as e:  # the broker is away: nothing to judge
             logger.debug("consumer %s: cannot read watermarks: %s", self.group, e)
             return
         window = self.watchdog.stall_s
-        at = self.watchdog.check(now, marks)
+        at = self.watchdog.check(now, {tp: m for tp, m in marks.items() if m is not None})
         if at:
             lag = sum(max(0, marks[tp][1] - o) for tp, o in at.items())
             logger.error("consumer %s of %s: nothing arrived for over %.0f s while %d records wait past its position: "
