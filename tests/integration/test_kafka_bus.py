@@ -221,42 +221,6 @@ def test_the_executor_client_reply_topic_keeps_a_minute(kafka_bus, kafka_bootstr
         assert topic_configs(kafka_bootstrap, client.reply_topic)["retention.ms"] == str(int(REPLY_RETENTION_S * 1000))
     finally:
         client.close()
-
-
-@pytest.mark.parametrize("group", [None, "members"])
-def test_a_consumer_whose_fetching_stalls_is_reopened_where_it_was(kafka_bootstrap, topic, group):
-    """librdkafka can stop fetching a partition after a broker restart and never resume
-    (librdkafka#5153; the fault suite's broker-restart run once lost its scheduler's stats and a
-    worker's replies that way). Pausing the partitions makes the same stall on purpose: the
-    consumer must notice that records wait past its position, reopen, and read each of them once."""
-    from vidnexus.connectors.confluent_bus import ConfluentBus
-
-    bus = ConfluentBus(kafka_bootstrap, fetch_stall_s=1.0)
-    try:
-        bus.create_topic(topic, partitions=2)
-        c = bus.subscribe([topic], group=group and f"{group}-{uuid.uuid4().hex[:6]}", from_beginning=True)
-        for i in range(10):
-            bus.publish(topic, f"k{i % 3}".encode(), str(i).encode())
-        bus.flush()
-        assert sorted(int(m.value) for m in drain(c, 10)) == list(range(10))
-        c.commit()
-        quiet = time.monotonic() + 4  # idle with nothing waiting: never reopened
-        while time.monotonic() < quiet:
-            assert c.poll(timeout_s=0.2) == []
-        assert c.watchdog.reopened == 0
-        c._c.pause(c._c.assignment())  # the stall: nothing is fetched any more
-        for i in range(10, 30):
-            bus.publish(topic, f"k{i % 3}".encode(), str(i).encode())
-        bus.flush()
-        got = drain(c, 20, timeout_s=40)
-        assert sorted(int(m.value) for m in got) == list(range(10, 30))
-        assert c.watchdog.reopened == 1
-        assert c.poll(timeout_s=1.0) == []  # nothing read twice
-        c.close()
-    finally:
-        bus.close()
-
-
 def test_delivered_says_whether_every_record_is_acknowledged_without_waiting(kafka_bus, topic):
     kafka_bus.create_topic(topic, partitions=1)
     for i in range(50):

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 from typing import Any, Mapping, Sequence
 
 from vidnexus.connectors.bus import Message, ephemeral_configs
-from vidnexus.connectors.watchdog import FetchWatchdog
 from vidnexus.errors import ConnectorError
 
 __all__ = ["ConfluentBus", "ConfluentConsumer"]
@@ -72,20 +70,16 @@ class ConfluentBus:
         bootstrap: ``host:port[,host:port]``.
         timeout_s: how long connecting may take before :class:`ConnectorError` is raised.
         max_message_bytes: producer limit (the broker's ``message.max.bytes`` must allow it).
-        fetch_stall_s: a consumer that gets nothing this long while its partitions hold records
-            past its position is reopened there (:class:`~vidnexus.connectors.watchdog.FetchWatchdog`;
-            0: never).
     """
 
     def __init__(self, bootstrap: str, *, timeout_s: float = 5.0, max_message_bytes: int = 8 * 1024 * 1024,
-                 linger_ms: float = 0.5, fetch_stall_s: float = 10.0) -> None:
+                 linger_ms: float = 0.5) -> None:
         from confluent_kafka import KafkaException, Producer
         from confluent_kafka.admin import AdminClient
 
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
         self.max_message_bytes = max_message_bytes
-        self.fetch_stall_s = fetch_stall_s
         self._common: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": _LOG,
                                         "socket.connection.setup.timeout.ms": int(max(timeout_s, 1.0) * 1000),
                                         "reconnect.backoff.max.ms": 1000}
@@ -259,17 +253,14 @@ def _commit_result(err: Any, partitions: Any) -> None:
 
 class ConfluentConsumer:
     """A librdkafka consumer with manual commits (at-least-once). ``group=None`` reads every
-    partition of the topics (as they are when it subscribes) and commits nothing. A consumer whose
-    fetching stalls is reopened where it was (:class:`~vidnexus.connectors.watchdog.FetchWatchdog`):
-    a group-less one at its positions, a group member by joining its group anew."""
+    partition of the topics (as they are when it subscribes) and commits nothing."""
 
     def __init__(self, bus: ConfluentBus, topics: list[str], group: str | None, from_beginning: bool) -> None:
         from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, TopicPartition
 
         self.group = group
         self._bus = bus
-        self._topics = topics
-        self._conf = {
+        conf = {
             **bus._common,
             "group.id": group or f"vnx-reader-{uuid.uuid4().hex[:12]}",
             "client.id": f"vnx-{group or 'reader'}",
@@ -286,19 +277,12 @@ class ConfluentConsumer:
             "fetch.wait.max.ms": 10,
             "on_commit": _commit_result,
         }
-        self.watchdog = FetchWatchdog(bus.fetch_stall_s)
         try:
-            self._c = Consumer(self._conf)
+            self._c = Consumer(conf)
             if group is None:
-                # Concrete start offsets, so that a reopened consumer resumes exactly where it was.
                 start = OFFSET_BEGINNING if from_beginning else OFFSET_END
                 md = self._c.list_topics(timeout=bus.timeout_s).topics
-                tps = [TopicPartition(t, p, start) for t in topics if t in md for p in md[t].partitions]
-                marks = {(tp.topic, tp.partition): self._c.get_watermark_offsets(tp, timeout=bus.timeout_s)
-                         for tp in tps}
-                at = {tp: lo if from_beginning else hi for tp, (lo, hi) in marks.items()}
-                self.watchdog.start(at)
-                self._c.assign([TopicPartition(t, p, o) for (t, p), o in at.items()])
+                self._c.assign([TopicPartition(t, p, start) for t in topics if t in md for p in md[t].partitions])
             else:
                 self._c.subscribe(topics)
         except KafkaException as e:
@@ -330,45 +314,7 @@ class ConfluentConsumer:
             # A consumed message without an error always has its topic, partition and offset.
             assert topic is not None and partition is not None and offset is not None
             out.append(Message(topic, partition, offset, m.key(), m.value() or b"", ts, _headers(m.headers())))
-        now = time.monotonic()
-        if out:
-            self.watchdog.consumed({(m.topic, m.partition): m.offset + 1 for m in out}, now)
-        elif self.watchdog.due(now):
-            self._check_fetching(now)
         return out
-
-    def _check_fetching(self, now: float) -> None:
-        """Ask the broker for the assigned partitions' watermarks; reopen a stalled consumer."""
-        from confluent_kafka import KafkaException
-
-        try:
-            marks = {(tp.topic, tp.partition): self._c.get_watermark_offsets(tp, timeout=1.0, cached=False)
-                     for tp in self._c.assignment()}
-        except KafkaException as e:  # the broker is away: nothing to judge
-            logger.debug("consumer %s: cannot read watermarks: %s", self.group, e)
-            return
-        window = self.watchdog.stall_s
-        at = self.watchdog.check(now, {tp: m for tp, m in marks.items() if m is not None})
-        if at:
-            lag = sum(max(0, marks[tp][1] - o) for tp, o in at.items())
-            logger.error("consumer %s of %s: nothing arrived for over %.0f s while %d records wait past its position: "
-                         "reopening it there", self.group or "(no group)", ", ".join(self._topics), window, lag)
-            self._reopen(at)
-
-    def _reopen(self, at: dict[tuple[str, int], int]) -> None:
-        """A new librdkafka consumer in this one's place: a group-less one assigned ``at``, a group
-        member joining the group (which resumes from its committed offsets)."""
-        from confluent_kafka import Consumer, TopicPartition
-
-        old, self._c = self._c, Consumer(self._conf)
-        try:
-            old.close()
-        except Exception:  # closing the stalled one: nothing it could say matters now
-            pass
-        if self.group is None:
-            self._c.assign([TopicPartition(t, p, o) for (t, p), o in at.items()])
-        else:
-            self._c.subscribe(self._topics)
 
     def commit(self, offsets: dict[tuple[str, int], int] | None = None, *, wait: bool = True) -> None:
         from confluent_kafka import KafkaError, KafkaException, TopicPartition

@@ -1,7 +1,5 @@
-"""Consumer watchdogs. A consumer-group member that owns no partitions while its topics have
-records its group has not committed is rejoined (closed and subscribed anew), and that is logged
-(:class:`GroupWatchdog`). A consumer whose fetching stopped — nothing arrives while its partitions
-hold records past its position — is reopened at its position (:class:`FetchWatchdog`).
+"""A consumer-group watchdog: a member that owns no partitions while its topics have records its
+group has not committed is rejoined (closed and subscribed anew), and that is logged.
 
 Kafka's group protocol can leave a member without an assignment (a join that raced a broker
 restart, a coordinator that moved): it polls, gets nothing, and logs nothing, while the requests
@@ -22,14 +20,13 @@ Example:
 from __future__ import annotations
 
 import logging
-import math
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Sequence
 
 from vidnexus.clock import Clock
 from vidnexus.connectors.bus import Bus, Consumer
 from vidnexus.errors import ConnectorError
 
-__all__ = ["FetchWatchdog", "GroupWatchdog", "behind", "should_rejoin"]
+__all__ = ["GroupWatchdog", "should_rejoin"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,81 +82,3 @@ class GroupWatchdog:
         self._unassigned_since = now
         self.stall_s = min(self.max_stall_s, self.stall_s * 2)
         return True
-
-
-TP = tuple[str, int]
-
-
-def behind(positions: Mapping[TP, int], highs_before: Mapping[TP, int]) -> list[TP]:
-    """The partitions whose records that existed at the previous check (their high watermarks then)
-    are still unread at ``positions`` (the next offset the consumer would read).
-
-    Example:
-        >>> behind({("t", 0): 40, ("t", 1): 7}, {("t", 0): 40, ("t", 1): 9})
-        [('t', 1)]
-    """
-    return sorted(tp for tp, hi in highs_before.items() if tp in positions and hi > positions[tp])
-
-
-class FetchWatchdog:
-    """Whether a consumer's fetching stopped (pure: the caller gives ``now`` and the facts).
-
-    librdkafka can leave a partition in a fetch state it never leaves after a broker restart
-    (confluentinc/librdkafka#5153: an ``assign()``-ed consumer gets nothing more until it is
-    recreated); nothing is logged and the records wait. The consumer tells the watchdog where it
-    started (:meth:`start`) and how far each poll got (:meth:`consumed`); once nothing arrived for
-    ``stall_s`` it asks the broker for its partitions' watermarks every ``stall_s / 2`` (:meth:`due`,
-    :meth:`check`). Records that existed at one check and are still unread at the next mean the
-    fetch stalled: :meth:`check` returns the positions to reopen the consumer at, and the window
-    doubles (up to ``max_stall_s``) until records arrive again, which bounds how often a consumer
-    whose records cannot be read is reopened. A partition of unknown start (a group member's, until
-    it reads a record) counts from its high watermark when first checked.
-
-    Example:
-        >>> w = FetchWatchdog(stall_s=10.0)
-        >>> w.consumed({("t", 0): 40}, now=0.0)
-        >>> w.due(5.0), w.due(10.0)
-        (False, True)
-        >>> w.check(10.0, {("t", 0): (0, 45)})  # 5 records unread: remembered
-        {}
-        >>> w.check(15.0, {("t", 0): (0, 47)})  # still unread 5 s later: stalled at offset 40
-        {('t', 0): 40}
-    """
-
-    def __init__(self, stall_s: float = 10.0, max_stall_s: float = 600.0) -> None:
-        self.base_stall_s, self.stall_s, self.max_stall_s = stall_s, stall_s, max_stall_s
-        self.reopened = 0
-        self._next: dict[TP, int] = {}  # per partition, the next offset to read
-        self._highs: dict[TP, int] = {}  # the high watermarks at the previous check
-        self._last: float | None = None  # when records last arrived (or the consumer was reopened)
-        self._next_check = -math.inf
-
-    def start(self, positions: Mapping[TP, int]) -> None:
-        """Where the consumer starts reading (a group-less consumer knows)."""
-        self._next.update(positions)
-
-    def consumed(self, positions: Mapping[TP, int], now: float) -> None:
-        """A poll returned records: per partition, the next offset to read."""
-        self._next.update(positions)
-        self._last, self.stall_s = now, self.base_stall_s
-        if self._highs:
-            self._highs = {}
-
-    def due(self, now: float) -> bool:
-        if self._last is None:
-            self._last = now  # the first poll starts the window
-        return self.stall_s > 0 and now - self._last >= self.stall_s and now >= self._next_check
-
-    def check(self, now: float, marks: Mapping[TP, tuple[int, int]]) -> dict[TP, int]:
-        """``marks``: each assigned partition's (low, high) watermarks now. Returns, when the fetch
-        stalled, every assigned partition's position to reopen at; else nothing."""
-        self._next_check = now + self.stall_s / 2
-        self._next = {tp: max(marks[tp][0], self._next.get(tp, marks[tp][1])) for tp in marks}
-        stalled = behind(self._next, self._highs)
-        self._highs = {tp: hi for tp, (_, hi) in marks.items()}
-        if not stalled:
-            return {}
-        self.reopened += 1
-        self._highs, self._last = {}, now
-        self.stall_s = min(self.max_stall_s, self.stall_s * 2)
-        return dict(self._next)
