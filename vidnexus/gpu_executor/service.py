@@ -52,6 +52,7 @@ class ExecutorService:
         self.routed_as = routed_as
         self.sessions: Sequence[str] = [s.session_id for s in executor.sessions()]
         self._planned: Sequence[str] | None = None  # the plan's sessions for this executor (None: all)
+        self._uncreated: dict[str, int] = {}  # hosted sessions whose request topics are not created yet
         self._adopted: Sequence[str] = ()  # routed topics of executors gone from the plans
         for s in self.sessions:
             self._create_requests(s, partitions)
@@ -84,11 +85,19 @@ class ExecutorService:
             consumer.wakeup()  # a poll waiting for requests returns now
 
     def add_session(self, session_id: str, partitions: int = 4) -> None:
-        """A session the executor now hosts: its request topics exist and may be consumed."""
+        """A session the executor now hosts: its request topics are consumed from now on, and
+        created (a broker that refuses raises here, and each :meth:`step` tries again: the session
+        is hosted all the same, so requests clients route here meanwhile are not stranded)."""
         if session_id not in self.sessions:
-            self._create_requests(session_id, partitions)
             self.sessions = [*self.sessions, session_id]
+            self._uncreated[session_id] = partitions
             self._follow()
+        self._create_uncreated()
+
+    def _create_uncreated(self) -> None:
+        for sid, partitions in list(self._uncreated.items()):
+            self._create_requests(sid, partitions)
+            del self._uncreated[sid]
 
     def _create_requests(self, session_id: str, partitions: int) -> None:
         slo = next((s.slo_s for s in self.executor.sessions() if s.session_id == session_id), None)
@@ -118,6 +127,7 @@ class ExecutorService:
     def remove_session(self, session_id: str) -> None:
         """The executor no longer hosts this session: never consume its topics again."""
         self.sessions = [s for s in self.sessions if s != session_id]
+        self._uncreated.pop(session_id, None)
         self._follow()
 
     def set_sessions(self, session_ids: Sequence[str], adopted: Sequence[tuple[str, str]] = ()) -> None:
@@ -179,6 +189,8 @@ class ExecutorService:
     def step(self, timeout_s: float = 0.05, commit_every_s: float = 0.5) -> int:
         """Read what arrived (waiting at most ``timeout_s``), submit it, and commit the answered
         offsets when ``commit_every_s`` has passed. Returns the requests read."""
+        if self._uncreated:
+            self._create_uncreated()
         if self._resubscribe or (self._consumer is None and self.topics):
             if self._consumer is not None:
                 self._commit_when_answered(self._consumer)

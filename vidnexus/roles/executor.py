@@ -432,5 +432,5 @@ class ExecutorRole:
         spec = SessionSpec(sid, key.model, key.slo_s, policy=self.policy)
         new = runner is not None or staged is not None
         self.executor.add_session(spec, runner, prof, self.inputs(key.model) if new else None, staged=staged)
+        self.specs[sid] = spec  # hosted from now on, even if its topics cannot be created yet
         self.service.add_session(sid)
-        self.specs[sid] = spec

@@ -291,6 +291,50 @@ def fake_load(clock):
     return load
 
 
+def test_a_session_a_plan_gives_while_the_broker_is_away_is_served_though_later_plans_forget_it():
+    """CI's broker-restart run: a plan gave the executor a new session as the broker died; creating
+    its topics failed, the next plans no longer assigned it, and the requests the worker had routed
+    to it waited on its routed topic with nobody reading (the app's frames stopped)."""
+    settings = Settings(topic_prefix="eb")
+    clock = FakeClock()
+    mem = MemoryBus(clock=clock)
+    switch = Switch()
+
+    class NoTopics(FlakyBus):
+        def create_topic(self, *a, **kw):
+            self.switch.check()
+            return self._b.create_topic(*a, **kw)
+
+    key, new = SessionKey("m", 5000), SessionKey("m", 4990)
+    role = ExecutorRole(settings, [key], bus=NoTopics(mem, switch), clock=clock, load=fake_load(clock),
+                        executor_id="e1", stats_every_s=1e9)
+    role.start()
+    client = ExecutorClient(mem, settings, "c", clock=clock)  # the worker's, on the broker's other side
+    try:
+        plan = EpochPlan(1, 5, 0.0, assignments={"e1": {str(key): 4, str(new): 4}}, routing={str(new): {"e1": 9.0}},
+                         executors=("e1",))
+        client.route(plan.routing)
+        switch.down.set()
+        with pytest.raises(ConnectorError):
+            role.apply(plan)
+        fut = client.submit(str(new), np.ones(3, np.float32), slo_s=5.0)  # to e1's routed topic of the new session
+        switch.down.clear()
+        role.apply(EpochPlan(1, 6, 0.0, assignments={"e1": {str(key): 4}}, executors=("e1",)))
+        read = 0
+        for _ in range(50):
+            read += role.step(timeout_s=0.0)
+            if read:
+                break
+            clock.advance(0.01)
+        assert read == 1
+        reply = fut.result(timeout=10)
+        assert reply.ok and reply.output == 3.0
+        assert Topics("eb").requests(str(new)) in mem._topics  # created once the broker was back
+    finally:
+        client.close()
+        role.close()
+
+
 def test_an_executor_the_plan_does_not_know_keeps_serving_its_sessions():
     settings = Settings(topic_prefix="ek")
     clock = FakeClock()
