@@ -55,7 +55,7 @@ ALLOWED: dict[str, set[str]] = {
 PURE = [
     "errors.py",
     "contracts/profile.py", "contracts/sessions.py", "contracts/replies.py", "contracts/codec.py",
-    "contracts/plans.py", "contracts/stats.py", "contracts/reports.py",
+    "contracts/plans.py", "contracts/stats.py", "contracts/reports.py", "contracts/topics.py",
     "gpu_executor/batching.py", "gpu_executor/policies.py", "gpu_executor/early_drop.py",
     "gpu_executor/lazy_drop.py", "gpu_executor/fifo.py", "gpu_executor/backend.py", "gpu_executor/routing.py", "gpu_executor/background.py", "gpu_executor/probing.py",
     "control/squishy.py", "control/packing.py", "control/latency_split.py", "control/query_analysis.py", "control/epochs.py",

@@ -7,7 +7,6 @@ import math
 import signal
 import sys
 import threading
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Optional
@@ -412,7 +411,7 @@ def scheduler(
             held = f"reserved {sp.reserve_ms} ms" if sp.reserve_ms else "nothing reserved"
             lines.append(f"app {a}: " + (f"split {sp.budgets_ms} ms (even {sp.even_ms}), γ {sp.gamma}, gain {sp.gain}, "
                                          f"{held}" if sp.ok else sp.reason))
-        now = time.monotonic()
+        now = role.clock.now()
         if lines == shown["lines"] and now - shown["at"] < 30.0:
             return
         same = f" (the same since epoch {shown['since']})" if lines == shown["lines"] else ""

@@ -71,6 +71,11 @@ class EpochPlan:
     variants: dict[str, dict[str, str]] = field(default_factory=dict)
     """App → task → the variant (a repository model) that serves it this epoch (MCDNN's choice
     under the task's budget; :mod:`vidnexus.control.variants`). Absent in an older plan: none."""
+    gone: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Session → executors that plans routed it to recently and that are no longer live: its
+    executors now also read those executors' routed topics, where clients may have sent requests
+    before the plans moved the session (an executor restarted under a new id never saw the old
+    one in a plan). Absent in an older plan: none."""
 
     def supersedes(self, other: "EpochPlan | None") -> bool:
         return other is None or (self.generation, self.epoch) > (other.generation, other.epoch)
@@ -107,7 +112,7 @@ def encode_plan(p: EpochPlan) -> bytes:
         "generation": p.generation, "epoch": p.epoch, "ts": p.ts, "assignments": p.assignments,
         "routing": p.routing, "infeasible": [list(x) for x in p.infeasible], "moved": p.moved,
         "devices": p.devices, "rates": p.rates, "executors": list(p.executors), "retired": list(p.retired),
-        "variants": p.variants,
+        "variants": p.variants, "gone": {sid: list(es) for sid, es in p.gone.items()},
         "splits": {a: {"ok": s.ok, "reason": s.reason, "budgets_ms": s.budgets_ms, "even_ms": s.even_ms,
                        "gamma": s.gamma, "gain": s.gain, "reserve_ms": s.reserve_ms} for a, s in p.splits.items()}})
 
@@ -130,6 +135,7 @@ def decode_plan(raw: bytes) -> EpochPlan:
             tuple((str(s), str(r)) for s, r in d.get("infeasible", [])), int(d.get("moved", 0)),
             int(d.get("devices", 0)), {str(s): float(r) for s, r in d.get("rates", {}).items()}, splits,
             tuple(str(e) for e in d.get("executors", [])), tuple(str(s) for s in d.get("retired", [])),
-            {str(a): {str(t): str(m) for t, m in per.items()} for a, per in d.get("variants", {}).items()})
+            {str(a): {str(t): str(m) for t, m in per.items()} for a, per in d.get("variants", {}).items()},
+            {str(sid): tuple(str(e) for e in es) for sid, es in d.get("gone", {}).items()})
     except Exception as e:  # any shape the record may have: the role must go on
         raise CodecError(f"malformed plan document: {e}") from None

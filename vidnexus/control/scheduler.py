@@ -36,15 +36,17 @@ from vidnexus.contracts.profile import Profile
 from vidnexus.contracts.reports import AppReport
 from vidnexus.contracts.sessions import SessionKey
 from vidnexus.contracts.stats import ExecutorStats
+from vidnexus.contracts.topics import request_retention_s
 from vidnexus.control.fleet import plan_fleet
 from vidnexus.control.plans import (assign_executors, cover_idle_sessions, device_types, epoch_plan, loads_from_stats,
                                     merge_prefix_sessions, prefix_groups)
 from vidnexus.control.query_analysis import analyze_merged, merge_reports, reserves_of, settle_reserves
 from vidnexus.control.squishy import Node, Plan, SessionLoad
 from vidnexus.control.variants import Budgets, TaskSession, Variant, choose_variants
+from vidnexus.errors import ConfigError
 
 __all__ = ["SchedulerConfig", "Observed", "SchedulerState", "alive", "due", "observe_stats", "observe_report",
-           "split_loads", "task_variants", "plan_epoch"]
+           "split_loads", "task_variants", "plan_epoch", "recently_routed", "gone_hosts"]
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,9 @@ class SchedulerState:
     are alive when they are too few): what an autoscaler of executors follows."""
     last_variants: Mapping[str, str] = field(default_factory=dict)
     """``app/task`` → the variant the last plan chose (a switch up weighs its load time)."""
+    routed: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    """Session → executor → when a plan last routed requests there (``now``), kept while such a
+    request may still wait on the executor's routed topic (the session's request retention)."""
 
 
 def alive(now: float, seen: Observed, cfg: SchedulerConfig) -> list[str]:
@@ -299,8 +304,49 @@ def plan_epoch(now: float, ts: float, seen: Observed, state: SchedulerState,
     doc = epoch_plan(packing, generation=state.generation, epoch=epoch, ts=ts, extra_infeasible=short,
                      rates=rates, splits=splits, executors=live, members=members)
     doc = replace(cover_idle_sessions(doc, reports, cfg.retire_idle_s, state.last_assigned), variants=chosen)
+    routed = recently_routed(now, state.routed, doc.routing)
+    doc = replace(doc, gone=gone_hosts(routed, live))
     reserves = {**state.last_reserves, **{a: dict(sp.reserve_ms) for a, sp in splits.items() if sp.ok}}
     return doc, replace(state, epoch=epoch, last_epoch_at=now, packing=packing,
                         last_rates=rates, last_alive=frozenset(live),
                         last_reserves=reserves, wanted_devices=wanted, last_assigned=tuple(sorted(doc.served())),
-                        last_variants={f"{a}/{t}": m for a, per in chosen.items() for t, m in per.items()})
+                        last_variants={f"{a}/{t}": m for a, per in chosen.items() for t, m in per.items()},
+                        routed=routed)
+
+
+def recently_routed(now: float, before: Mapping[str, Mapping[str, float]],
+                    routing: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    """``before`` with this epoch's ``routing`` (session → executor → req/s) marked at ``now``,
+    less what is older than the session's request retention (no request waits that long).
+
+    Example:
+        >>> recently_routed(100.0, {"m-50ms": {"e1": 0.0, "e2": 95.0}}, {"m-50ms": {"e3": 4.0}})
+        {'m-50ms': {'e2': 95.0, 'e3': 100.0}}
+    """
+    out = {sid: dict(per) for sid, per in before.items()}
+    for sid, per in routing.items():
+        for e, rate in per.items():
+            if rate > 0:
+                out.setdefault(sid, {})[e] = now
+    kept = {}
+    for sid, per in out.items():
+        try:
+            horizon = request_retention_s(SessionKey.parse(sid).slo_s)
+        except ConfigError:
+            horizon = request_retention_s(0.0)
+        fresh = {e: t for e, t in per.items() if now - t <= horizon}
+        if fresh:
+            kept[sid] = fresh
+    return kept
+
+
+def gone_hosts(routed: Mapping[str, Mapping[str, float]], live: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Per session, the executors it was routed to recently that are not live (``EpochPlan.gone``).
+
+    Example:
+        >>> gone_hosts({"m-50ms": {"e1": 1.0, "e2": 2.0}, "n-80ms": {"e2": 2.0}}, ["e2"])
+        {'m-50ms': ('e1',)}
+    """
+    alive_now = set(live)
+    out = {sid: tuple(sorted(e for e in per if e not in alive_now)) for sid, per in routed.items()}
+    return {sid: es for sid, es in out.items() if es}

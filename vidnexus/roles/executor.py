@@ -362,7 +362,8 @@ class ExecutorRole:
         # Requests clients routed to an executor the plans no longer list wait on its own topic:
         # the executors now given its sessions take them over (the group gives each topic to one).
         self._seen_executors.update(plan.executors)
-        gone = sorted((sid, e) for sid in mine for e in self._seen_executors - set(plan.executors))
+        gone = sorted({(sid, e) for sid in mine for e in self._seen_executors - set(plan.executors)}
+                      | {(sid, e) for sid in mine for e in plan.gone.get(sid, ()) if e != self.id})
         self.service.set_sessions(list(mine), gone)
         logger.info("plan %d/%d: serving %s", plan.generation, plan.epoch, mine or "nothing")
         # Retire sessions plans created and no longer assign here (``retire_after_epochs`` plans in

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 from vidnexus.config import Settings
 from vidnexus.connectors.memory_bus import MemoryBus
-from vidnexus.contracts.plans import EpochPlan, decode_plan
+from vidnexus.contracts.plans import EpochPlan, decode_plan, encode_plan
 from vidnexus.contracts.profile import Profile
 from vidnexus.contracts.reports import AppReport, FanOut, encode_report
 from vidnexus.contracts.stats import ExecutorStats, SessionStats, encode_stats
@@ -281,3 +281,20 @@ def test_a_session_whose_executor_died_is_re_homed_even_with_no_load_left():
     e2_gone = Observed(stats={"e2": (230.0, stats("e2", {"m-200ms": 1.0}))})  # e2 retired it
     doc, _ = plan_epoch(230.0, 230.0, e2_gone, state, cfg)
     assert "m-150ms" not in doc.served()
+
+
+def test_plans_name_the_dead_executors_a_session_was_routed_to_while_its_requests_may_wait():
+    """An executor restarted under a new id never saw the dead one in a plan: the plan itself says
+    whose routed topics may still hold the session's requests, for the session's request retention."""
+    cfg = SchedulerConfig()
+    seen = Observed(stats={"e1": (0.0, stats("e1", {"m-150ms": 20.0})), "e2": (0.0, stats("e2", {"m-200ms": 5.0}))})
+    doc, state = plan_epoch(0.0, 0.0, seen, SchedulerState(generation=1), cfg)
+    assert doc.routing["m-150ms"] == {"e1": 20.0} and doc.gone == {}
+    was_on_e1 = {sid for sid, per in doc.routing.items() if "e1" in per}
+    restarted = Observed(stats={"e3": (8.0, stats("e3", {"m-200ms": 5.0})), "e2": (8.0, stats("e2", {"m-200ms": 5.0}))})
+    doc, state = plan_epoch(8.0, 8.0, restarted, state, cfg)
+    assert doc.gone == {sid: ("e1",) for sid in was_on_e1} and "m-150ms" in doc.gone
+    assert decode_plan(encode_plan(doc)).gone == doc.gone
+    assert decode_plan(encode_plan(EpochPlan(1, 1, 0.0))).gone == {}
+    doc, _ = plan_epoch(30.0, 30.0, restarted, state, cfg)  # past 10 s, no 150 ms request waits any more
+    assert doc.gone == {}

@@ -146,6 +146,28 @@ def test_what_was_routed_to_an_executor_gone_from_the_plans_is_served_by_the_one
         roles["e1"].close()
 
 
+def test_an_executor_that_never_saw_the_dead_one_serves_its_routed_requests_when_the_plan_names_it_gone():
+    """kill-executor: the executor restarted under a new id; the first plan it follows no longer
+    lists the dead one, so only the plan can tell it whose routed topic holds the session's requests."""
+    roles, client = two_executors()
+    try:
+        client.route({SID: {"e2": 10.0}})
+        futs = [client.submit(SID, np.full(2, i, np.float32), slo_s=5.0) for i in range(4)]
+        roles["e2"].close()  # dies before reading anything; e1 (the restart) never saw it in a plan
+        plan = EpochPlan(1, 7, 0.0, assignments={"e1": {SID: 4}}, routing={SID: {"e1": 10.0}}, executors=("e1",),
+                         gone={SID: ("e2",)})
+        roles["e1"].apply(plan)
+        assert T.routed_requests(SID, "e2") in roles["e1"].service.topics
+        for _ in range(200):
+            roles["e1"].step(timeout_s=0.0)
+            if all(f.done() for f in futs):
+                break
+        assert [f.result(timeout=10).output for f in futs] == [2.0 * i for i in range(4)]
+    finally:
+        client.close()
+        roles["e1"].close()
+
+
 def test_a_worker_with_pinned_stage_slos_routes_by_the_plan_and_keeps_its_slos():
     from vidnexus.contracts.plans import LatencySplit
 
