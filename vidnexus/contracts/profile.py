@@ -141,14 +141,25 @@ class Profile:
         """(α, β) of the least-squares line through the measured means."""
         return fit_linear(self.sizes, self.mean_s)
 
-    def scaled(self, factor: float) -> "Profile":
-        """Every ℓ(b) (and its spread) times ``factor``: the device running ``factor`` times slower
-        than when it was profiled (another process on its CPU, a hot GPU)."""
-        if not (factor > 0 and math.isfinite(factor)):
-            raise ValueError(f"a profile's scale must be positive and finite, got {factor}")
-        if factor == 1.0:
+    def observed(self, b: int, seconds: float, weight: float = 0.1) -> "Profile":
+        """Online refresh: fold one observed batch latency into the profile (EWMA at ``b``)."""
+        if b < 1 or seconds <= 0 or not math.isfinite(seconds):
             return self
-        return Profile(self.sizes, tuple(m * factor for m in self.mean_s), tuple(v * factor for v in self.std_s))
+        sizes, means = list(self.sizes), list(self.mean_s)
+        stds = list(self.std_s) if self.std_s else [0.0] * len(sizes)
+        i = bisect.bisect_left(sizes, b)
+        if i < len(sizes) and sizes[i] == b:
+            old = means[i]
+            means[i] = (1 - weight) * old + weight * seconds
+            stds[i] = math.sqrt((1 - weight) * stds[i] ** 2 + weight * (seconds - old) ** 2)
+        else:
+            sizes.insert(i, b)
+            means.insert(i, seconds)
+            stds.insert(i, 0.0)
+        # Keep ℓ non-decreasing in b, so larger batches never look cheaper than smaller ones.
+        for j in range(1, len(means)):
+            means[j] = max(means[j], means[j - 1])
+        return Profile(tuple(sizes), tuple(means), tuple(stds))
 
     def to_dict(self) -> dict[str, Any]:
         alpha, beta = self.fit()

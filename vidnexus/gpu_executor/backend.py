@@ -201,12 +201,7 @@ class DutyCycle:
         if order not in ORDERS:
             raise ValueError(f"order must be one of {', '.join(ORDERS)}, not {order!r}")
         self.order: Order = order
-        self._base: dict[str, Profile] = dict(profiles)
-        """Each model's profile as measured (at load, or extended by a background probe)."""
-        self._slowdown: dict[str, float] = {}
-        """Each model's observed ÷ profiled batch latency (EWMA; 1 until a batch ran)."""
         self._profiles: dict[str, Profile] = dict(profiles)
-        """What the decisions use: the measured profile times the slowdown."""
         self._queues: dict[str, _Queue] = {}
         self._order: list[str] = []
         self._cursor = 0
@@ -429,36 +424,15 @@ class DutyCycle:
         return tuple(out)
 
     def observed(self, dispatch: Dispatch, seconds: float, weight: float = 0.1) -> None:
-        """Fold a measured batch latency into the model's profile (online refresh): the ratio of
-        observed to profiled ℓ(b), whatever b ran, moves the model's slowdown (an EWMA, each
-        ratio held within [1/4, 4] so that one stall does not rescale the model), and every ℓ(b)
-        is the profiled one times it. Contention slows every batch size alike, and one factor
-        fed by every batch recovers as soon as it ends; ℓ(b) kept per size went stale at the
-        sizes no longer run (a size inflated once kept every larger one up through the monotone
-        envelope, so batches stayed small after the contention was over)."""
-        base = self._base.get(dispatch.model)
-        if base is None or dispatch.batch < 1 or not (seconds > 0 and math.isfinite(seconds)):
-            return
-        ratio = min(4.0, max(0.25, seconds / base.latency(dispatch.batch)))
-        old = self._slowdown.get(dispatch.model, 1.0)
-        self._slowdown[dispatch.model] = f = (1 - weight) * old + weight * ratio
-        self._profiles[dispatch.model] = base.scaled(f)
-
-    def slowdown(self, model: str) -> float:
-        """How many times slower than profiled ``model``'s batches run now (1: as profiled)."""
-        return self._slowdown.get(model, 1.0)
-
-    def base_profile(self, model: str) -> Profile:
-        """``model``'s profile as measured, without the slowdown."""
-        return self._base[model]
+        """Fold a measured batch latency into the model's profile (online refresh)."""
+        p = self._profiles[dispatch.model]
+        self._profiles[dispatch.model] = p.observed(dispatch.batch, seconds, weight)
 
     def with_profile(self, model: str, profile: Profile) -> None:
-        """A new measured profile for ``model`` (a load, a background probe); the slowdown observed
-        so far still applies. While no plan has set the batch sizes, they are chosen again from it
-        (``local_targets``): a size measured in the background is used at once by an executor
-        that serves without a scheduler."""
-        self._base[model] = profile
-        self._profiles[model] = profile.scaled(self.slowdown(model))
+        """A new profile for ``model`` (a load, a background probe). While no plan has set the
+        batch sizes, they are chosen again from it (``local_targets``): a size measured in the
+        background is used at once by an executor that serves without a scheduler."""
+        self._profiles[model] = profile
         if not self._planned:
             specs = [q.spec for q in self._queues.values()]
             for sid, b in local_targets(specs, self._profiles, self._groups).items():

@@ -412,10 +412,8 @@ class Executor:
             return True
         seconds = self.clock.now() - t0
         with self._lock:
-            # The measured profile is extended with the probe's time as it would be at no slowdown
-            # (a retirement may have unloaded the model meanwhile).
-            extended = (self._prober.ran(model, b, seconds / self.core.slowdown(model), self.core.base_profile(model))
-                        if model in self.core.profiles() else None)
+            profiles = self.core.profiles()  # a retirement may have unloaded the model meanwhile
+            extended = self._prober.ran(model, b, seconds, profiles[model]) if model in profiles else None
             if extended is not None:
                 self.core.with_profile(model, extended)
         if extended is not None:

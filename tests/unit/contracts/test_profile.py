@@ -30,14 +30,13 @@ def test_max_batch_within_budget():
     assert p.max_batch_within(1.0, cap=7) == 7
 
 
-def test_a_scaled_profile_scales_every_latency_and_spread():
-    p = Profile((1, 4), (0.010, 0.025), (0.001, 0.002))
-    q = p.scaled(1.5)
-    assert q.sizes == p.sizes and q.latency(4) == pytest.approx(0.0375)
-    assert q.planning_latency(1) == pytest.approx(0.0165)
-    assert p.scaled(1.0) is p
-    with pytest.raises(ValueError):
-        p.scaled(0.0)
+def test_online_refresh_moves_toward_observation_and_stays_monotone():
+    p = Profile.linear(0.001, 0.010, 4)
+    q = p.observed(2, 0.030, weight=0.5)
+    assert q.latency(2) == pytest.approx(0.021)
+    assert all(a <= b for a, b in zip(q.mean_s, q.mean_s[1:]))
+    r = p.observed(6, 0.02)
+    assert 6 in r.sizes
 
 
 @pytest.mark.parametrize("sizes, means", [((), ()), ((2, 1), (0.1, 0.2)), ((1,), (0.0,))])
