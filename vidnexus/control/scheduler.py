@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
@@ -330,14 +331,20 @@ def recently_routed(now: float, before: Mapping[str, Mapping[str, float]],
                 out.setdefault(sid, {})[e] = now
     kept = {}
     for sid, per in out.items():
-        try:
-            horizon = request_retention_s(SessionKey.parse(sid).slo_s)
-        except ConfigError:
-            horizon = request_retention_s(0.0)
+        horizon = _retention_of(sid)
         fresh = {e: t for e, t in per.items() if now - t <= horizon}
         if fresh:
             kept[sid] = fresh
     return kept
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _retention_of(session_id: str) -> float:
+    """How long ``session_id``'s requests are kept (parsed once per session, not every epoch)."""
+    try:
+        return request_retention_s(SessionKey.parse(session_id).slo_s)
+    except ConfigError:
+        return request_retention_s(0.0)
 
 
 def gone_hosts(routed: Mapping[str, Mapping[str, float]], live: Sequence[str]) -> dict[str, tuple[str, ...]]:

@@ -52,10 +52,9 @@ class ExecutorService:
         self.routed_as = routed_as
         self.sessions: Sequence[str] = [s.session_id for s in executor.sessions()]
         self._planned: Sequence[str] | None = None  # the plan's sessions for this executor (None: all)
-        self._uncreated: dict[str, int] = {}  # hosted sessions whose request topics are not created yet
+        self._uncreated = {s: partitions for s in self.sessions}  # hosted, request topics not created yet
         self._adopted: Sequence[str] = ()  # routed topics of executors gone from the plans
-        for s in self.sessions:
-            self._create_requests(s, partitions)
+        self._create_uncreated()
         self.topics = self._wanted()
         self.dead_letters = (dead_letters or DeadLetters(bus, self.names, "executor")).expect("requests")
         self._stop = threading.Event()
