@@ -6,7 +6,6 @@ as a row or an accounted drop."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -19,8 +18,14 @@ STREAMS, FPS, SECONDS = 2, 5, 30
 def test_the_plan_serves_the_task_with_the_variant_its_budget_allows(tmp_path, model_cache_dir):
     catalog = {v.name: v for v in task_catalog("glyph120", model_cache_dir)}  # trained and measured once
     rate = STREAMS * FPS
-    # Between what the float32 oracle and its int8 twin need at this rate (a factor ~4 apart here).
-    budget = rate * math.sqrt(catalog["glyph120_oracle"].cost_s(16) * catalog["glyph120_oracle_int8"].cost_s(16))
+    # Just under what the float32 oracle needs at this rate. The oracle is never loaded, so the
+    # chooser reads its catalog cost and it never fits; the int8 twin (1.9x cheaper on an AMD EPYC
+    # VM) is chosen from its catalog cost, then from the executor's measured profile, which runs
+    # 1.2-1.5x the catalog's one-thread figure under embedded mode's CPU contention on 2 cores. A
+    # budget at the geometric mean left int8 only 1.38x of room: CI's executor measured it over
+    # budget and the plan moved down to compact_b (63 of 300 frames on int8).
+    budget = rate * 0.9 * catalog["glyph120_oracle"].cost_s(16)
+    assert catalog["glyph120_oracle_int8"].cost_s(16) * rate * 1.5 <= budget, catalog  # the premise: room for int8
     data = tmp_path / "data"
     data.mkdir()
     (data / "models").symlink_to(model_cache_dir.resolve(), target_is_directory=True)
