@@ -103,10 +103,12 @@ def observe_stats(seen: Observed, now: float, st: ExecutorStats) -> Observed:
 
 
 def observe_report(seen: Observed, now: float, r: AppReport) -> Observed:
-    """Record a report, and the worker's frame rate since its previous one."""
+    """Record a report, and the worker's frame rate since its previous one, once that one had
+    frames: the interval in which its first frame arrived also holds its start-up, and the rate
+    measured over it is low, and a variant chosen for it may not hold the real load."""
     rates = dict(seen.report_rates)
     prev = seen.reports.get(r.key)
-    if prev is not None and now > prev[0]:
+    if prev is not None and now > prev[0] and prev[1].fanout.frames > 0:
         rates[r.key] = max(0.0, (r.fanout.frames - prev[1].fanout.frames) / (now - prev[0]))
     return replace(seen, reports={**seen.reports, r.key: (now, r)}, report_rates=rates)
 
@@ -162,11 +164,13 @@ def due(now: float, state: SchedulerState, seen: Observed, cfg: SchedulerConfig)
 
 
 def _fresh_reports(now: float, seen: Observed, cfg: SchedulerConfig) -> tuple[dict[str, AppReport], dict[str, float]]:
-    """Each app's workers' recent reports merged, and the app's frame rate (summed over them)."""
+    """Each app's workers' recent reports merged, and the app's frame rate (summed over them; an
+    app none of whose workers has reported twice yet has no rate, and no entry)."""
     fresh = {k: v for k, v in seen.reports.items() if now - v[0] <= max(3 * cfg.stale, 15.0)}
     frame_rate: dict[str, float] = {}
     for key, (_, r) in fresh.items():
-        frame_rate[r.app] = frame_rate.get(r.app, 0.0) + seen.report_rates.get(key, 0.0)
+        if key in seen.report_rates:
+            frame_rate[r.app] = frame_rate.get(r.app, 0.0) + seen.report_rates[key]
     return merge_reports([r for _, r in fresh.values()]), frame_rate
 
 
@@ -181,7 +185,10 @@ def task_variants(now: float, seen: Observed, loads: Sequence[SessionLoad], prof
     per task with a budget and a catalog, the most accurate variant that fits each app's share of
     the budget at the task's rate (the executors' measured rate of its variants, or the app's
     reported calls, whichever is larger), switching up only when the load is paid for
-    (``previous``); a task without either is served by its most accurate variant.
+    (``previous``); a task without either is served by its most accurate variant. A task with a
+    budget whose app has no frame rate yet (:func:`observe_report`) is not named: at rate 0 every
+    variant fits, and a first plan chose the most accurate one for a load it could not hold
+    (workers keep the cheapest until a plan names one).
 
     Example (one app at 100 req/s; half a device: the 1 ms variant does not fit, the 0.2 ms one does):
         >>> from vidnexus.contracts.reports import FanOut
@@ -203,12 +210,16 @@ def task_variants(now: float, seen: Observed, loads: Sequence[SessionLoad], prof
         for task, names in r.variants.items():
             if not names:
                 continue
-            out.setdefault(app, {})[task] = names[0]
             if task in cfg.variant_budgets and cfg.variant_catalogs.get(task):
+                if app not in frame_rate:
+                    continue  # no rate yet
                 measured = sum(s.rate for s in loads if s.model in names)
+                out.setdefault(app, {})[task] = names[0]
                 rate = max(measured, _calls_rate(r, frame_rate.get(app, 0.0), task))
                 by_task.setdefault(task, []).append(TaskSession(f"{app}/{task}", task, rate))
                 listed[f"{app}/{task}"] = names
+            else:
+                out.setdefault(app, {})[task] = names[0]
     for task, sessions in by_task.items():
         catalog = []
         for v in cfg.variant_catalogs[task]:

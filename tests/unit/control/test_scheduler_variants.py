@@ -57,6 +57,26 @@ def test_a_load_step_moves_the_task_down_and_back():
     assert back.variants["icons"]["t"] == "big"              # the load (10 ms) fits 10% of its share
 
 
+def test_no_variant_is_named_before_the_apps_frame_rate_is_measured():
+    # CI: the first plan of the icons app chose the float32 oracle over its budget (every variant
+    # fits a rate of 0); the next one, with the rate, chose int8.
+    r = AppReport("icons", "w", 200.0, ("t",), (("frames", "t"),), FanOut(0, {}), variants={"t": ("big", "small")})
+    st = ExecutorStats("e1", "cpu", 0.0, profiles={"small": SMALL},
+                       sessions=(SessionStats("small-100ms", "small", 100.0, rate_recent=0.0),), every_s=2.0)
+    seen = observe_report(observe_stats(Observed(), 0.0, st), 0.0, r)  # one report: no rate
+    plan, state = plan_epoch(1.0, 0.0, seen, SchedulerState(1), _cfg(0.05))
+    assert plan.variants == {} and state.last_variants == {}
+    # Its first frames arrived in the next interval, with the start-up: still no rate from it.
+    seen = observe_report(seen, 1.0, replace(r, fanout=FanOut(30, {"t": 30})))
+    assert "icons/w" not in seen.report_rates
+    plan, _ = plan_epoch(1.0, 0.0, seen, SchedulerState(1), _cfg(0.05))
+    assert plan.variants == {}
+    seen = observe_report(seen, 2.0, replace(r, fanout=FanOut(130, {"t": 130})))
+    assert seen.report_rates["icons/w"] == pytest.approx(100.0)
+    plan, _ = plan_epoch(2.0, 0.0, seen, SchedulerState(1), _cfg(0.05))
+    assert plan.variants == {"icons": {"t": "small"}}        # 100 req/s × 1 ms would not fit 0.05
+
+
 def test_without_a_budget_the_most_accurate_variant_serves():
     plan, _ = plan_epoch(1.0, 0.0, _seen(100.0), SchedulerState(1), SchedulerConfig())
     assert plan.variants == {"icons": {"t": "big"}}
