@@ -77,7 +77,7 @@ def _real_part(quick: bool, console: Any) -> dict[str, Any]:
         return good
 
     lo, hi = (0.5, 2.0) if quick else (0.3, 3.0)
-    reps = 2
+    reps = 1 if quick else 2
     best = {p: round(goodput(lambda r: best_of(reps, lambda: fraction_at(p, r)), lo * t_sat, hi * t_sat,
                              tol=0.15 if quick else 0.02), 1)
             for p in POLICIES}

@@ -463,9 +463,9 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
     slos = (0.100,) if quick else (0.050, 0.100, 0.200)
     # Quick (the test suite's smoke run): short, coarse probes, a check that every path works, not a figure.
     base_s, min_req, tol = (1.0, 60, 0.25) if quick else (3.0, 200, 0.06)
-    # Quick: each probe at most 2 s and each search at most 20 s (a lower bound; slow models such as
+    # Quick: each probe at most 2 s and each search at most 10 s (a lower bound; slow models such as
     # peers-real's otherwise probe for 10+ s at their low rates).
-    probe_max_s, budget_s = (2.0, 20.0) if quick else (None, None)
+    probe_max_s, budget_s = (2.0, 10.0) if quick else (None, None)
     uniform = not quick  # also a uniform (evenly spaced) trace at the tightest SLO
     mix3 = _multi_mix()
     image_file = work / f"{w.key}-image.npy"
