@@ -17,7 +17,7 @@ from vidnexus.sim.loadgen import Arrival
 __all__ = ["QUICK_LIMITS", "FULL_LIMITS", "drive", "good_fraction", "probe_goodput", "warm_up", "best_of", "probe_seconds"]
 
 # Goodput searches of --quick runs are bounded whatever the machine's noise (they check the harness;
-# figures come from full runs): probes of at most 6 s, 90 s per search, a 90% target. Full runs: 99%.
+# figures come from full runs): probes of at most 6 s, 45 s per search, a 90% target. Full runs: 99%.
 QUICK_LIMITS: dict[str, Any] = {"target": 0.90, "probe_max_s": 6.0, "search_budget_s": 45.0}
 FULL_LIMITS: dict[str, Any] = {"target": 0.99, "probe_max_s": None, "search_budget_s": None}
 

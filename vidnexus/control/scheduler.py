@@ -104,8 +104,8 @@ def observe_stats(seen: Observed, now: float, st: ExecutorStats) -> Observed:
 
 def observe_report(seen: Observed, now: float, r: AppReport) -> Observed:
     """Record a report, and the worker's frame rate since its previous one, once that one had
-    frames: the interval in which its first frame arrived also holds its start-up, and the rate
-    measured over it is low, and a variant chosen for it may not hold the real load."""
+    frames: the interval in which its first frame arrived also holds its start-up, so a rate
+    measured over it is low (and a variant chosen for it may not hold the real load)."""
     rates = dict(seen.report_rates)
     prev = seen.reports.get(r.key)
     if prev is not None and now > prev[0] and prev[1].fanout.frames > 0:
@@ -210,16 +210,15 @@ def task_variants(now: float, seen: Observed, loads: Sequence[SessionLoad], prof
         for task, names in r.variants.items():
             if not names:
                 continue
-            if task in cfg.variant_budgets and cfg.variant_catalogs.get(task):
-                if app not in frame_rate:
-                    continue  # no rate yet
+            budgeted = task in cfg.variant_budgets and bool(cfg.variant_catalogs.get(task))
+            if budgeted and app not in frame_rate:
+                continue  # no rate yet
+            out.setdefault(app, {})[task] = names[0]
+            if budgeted:
                 measured = sum(s.rate for s in loads if s.model in names)
-                out.setdefault(app, {})[task] = names[0]
-                rate = max(measured, _calls_rate(r, frame_rate.get(app, 0.0), task))
+                rate = max(measured, _calls_rate(r, frame_rate[app], task))
                 by_task.setdefault(task, []).append(TaskSession(f"{app}/{task}", task, rate))
                 listed[f"{app}/{task}"] = names
-            else:
-                out.setdefault(app, {})[task] = names[0]
     for task, sessions in by_task.items():
         catalog = []
         for v in cfg.variant_catalogs[task]:
