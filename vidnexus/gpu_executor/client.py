@@ -3,10 +3,13 @@
 A reply's ``latency_s`` is what the caller saw, from submit to reply, bus hops included (the
 executor's own figure is in its stats). The difference between the two, per session, is the round
 trip over the bus: :meth:`ExecutorClient.round_trip_s` is its 90th percentile over the session's
-last 256 answered requests (the model's, over all of its sessions on this client, until the
+last 256 replies of the last 30 s (the model's, over all of its sessions on this client, until the
 session has 20: a session the worker just moved to starts from what the model's requests measured),
-and :meth:`ExecutorClient.reply_reserve_s` the reply's share of it (half), which callers take off
-their deadlines. Workers report the round trip per model for the latency split to reserve. A
+never more than the session's SLO, and :meth:`ExecutorClient.reply_reserve_s` the reply's share of
+it (half), which callers take off their deadlines. Every reply the executor timed counts, its drops
+too: were only answers measured, a reserve grown past what the SLO leaves (replies held through a
+broker outage, a burst) would send every request out already late, get no answer back, and never
+come down. Workers report the round trip per model for the latency split to reserve. A
 request given ``expires_wall`` that has no reply by then ends as a drop with reason ``timeout``,
 decided on the client's clock by its listener thread.
 
@@ -51,11 +54,18 @@ MAX_MESSAGE_INPUT_BYTES = 4 * 1024 * 1024
 as stay under this (the buses refuse messages over 8 MB)."""
 
 HOP_SAMPLES = 256
-"""Answered requests per session whose bus round trip is kept (the newest)."""
+"""Replies per session whose bus round trip is kept (the newest)."""
 
 
 HOP_MIN_SAMPLES = 20
-"""Answered requests measured before a round trip is trusted (0 is reserved until then)."""
+"""Replies measured before a round trip is trusted (0 is reserved until then)."""
+
+HOP_WINDOW_S = 30.0
+"""Seconds a measured round trip counts for: a session that got no reply for that long (its
+executor or the broker away) starts measuring again from nothing."""
+
+_UNTIMED = frozenset({"error", "timeout"})
+"""Reasons of replies whose ``latency_s`` is not the executor's time with the request."""
 
 
 def _retention(session_id: str) -> float | None:
@@ -97,8 +107,8 @@ class ExecutorClient:
         self.dead_letters.expect("replies")
         self._futures: dict[str, tuple[list[Future[Reply]], float]] = {}  # request id → (one per input, sent)
         self._expiry: list[tuple[float, str]] = []  # heap of (expires_wall, request id)
-        self._hops: dict[str, deque[float]] = {}  # session → bus round trips of answered requests
-        self._model_hops: dict[str, deque[float]] = {}  # model → the same, over all of its sessions
+        self._hops: dict[str, deque[tuple[float, float]]] = {}  # session → (when, bus round trip) per reply
+        self._model_hops: dict[str, deque[tuple[float, float]]] = {}  # model → the same, over all of its sessions
         self._lock = threading.Lock()
         self._routers: dict[str, Router[str]] = {}
         self._created_topics: set[str] = set()  # routed and background topics this client created already
@@ -199,13 +209,18 @@ class ExecutorClient:
     def round_trip_s(self, session_id: SessionKey | str, q: float = 0.9) -> float:
         """The ``q``-quantile of the bus round trip (request and reply hops, less the executor's
         time) of ``session_id``'s recent requests, else of its model's (see the module
-        docstring); 0 until enough were answered."""
+        docstring), at most the session's SLO; 0 until enough were measured."""
         sid = str(session_id)
+        since = self._clock.now() - HOP_WINDOW_S
         with self._lock:
-            hops = self._hops.get(sid)
-            if hops is None or len(hops) < HOP_MIN_SAMPLES:
-                hops = self._model_hops.get(_model_of(sid))
-            return recent_quantile(hops, q, HOP_MIN_SAMPLES) if hops else 0.0
+            hops = [h for t, h in self._hops.get(sid, ()) if t >= since]
+            if len(hops) < HOP_MIN_SAMPLES:
+                hops = [h for t, h in self._model_hops.get(_model_of(sid), ()) if t >= since]
+        trip = recent_quantile(hops, q, HOP_MIN_SAMPLES)
+        try:
+            return min(trip, SessionKey.parse(sid).slo_s)
+        except ConfigError:  # not a session key (no SLO in it): nothing to bound it by
+            return trip
 
     def reply_reserve_s(self, session_id: SessionKey | str) -> float:
         """Seconds to take off a deadline for the reply's trip back from ``session_id``'s executor:
@@ -257,11 +272,11 @@ class ExecutorClient:
                 now = self._clock.now()
                 with self._lock:
                     entry = self._futures.pop(rid, None)
-                    served = [r.latency_s for r in reps if r.ok]
-                    if entry is not None and served:  # the bus's share: the round trip less the executor's time
-                        hop = max(0.0, now - entry[1] - max(served))
-                        self._hops.setdefault(sid, deque(maxlen=HOP_SAMPLES)).append(hop)
-                        self._model_hops.setdefault(_model_of(sid), deque(maxlen=HOP_SAMPLES)).append(hop)
+                    timed = [r.latency_s for r in reps if r.ok or r.reason not in _UNTIMED]
+                    if entry is not None and timed:  # the bus's share: the round trip less the executor's time
+                        sample = (now, max(0.0, now - entry[1] - max(timed)))
+                        self._hops.setdefault(sid, deque(maxlen=HOP_SAMPLES)).append(sample)
+                        self._model_hops.setdefault(_model_of(sid), deque(maxlen=HOP_SAMPLES)).append(sample)
                 if entry is None:
                     continue
                 futs, sent = entry

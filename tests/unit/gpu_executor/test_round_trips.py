@@ -9,7 +9,7 @@ from vidnexus.connectors.memory_bus import MemoryBus
 from vidnexus.contracts.replies import Reply
 from vidnexus.contracts.requests import decode_request, encode_reply
 from vidnexus.contracts.topics import Topics
-from vidnexus.gpu_executor.client import ExecutorClient
+from vidnexus.gpu_executor.client import HOP_WINDOW_S, ExecutorClient
 from vidnexus.testing import FakeClock
 
 
@@ -31,5 +31,51 @@ def test_round_trips_per_session_then_per_model():
         assert client.reply_reserve_s("m-100ms") == pytest.approx(0.003)
         assert client.round_trip_s("m-80ms") == pytest.approx(0.006)   # a new session of m: the model's
         assert client.round_trip_s("other-100ms") == 0.0
+    finally:
+        client.close()
+
+
+def _serve(bus, reqs, client, clock, sid, hop_s, reply):
+    """Answer every request waiting on ``reqs`` after ``hop_s`` on the bus with ``reply``."""
+    clock.advance(hop_s)
+    for m in reqs.poll(timeout_s=1.0):
+        rid = decode_request(m.value).request_id
+        bus.publish(client.reply_topic, rid.encode(), encode_reply(rid, sid, [reply]))
+
+
+def test_a_reserve_grown_past_the_slo_comes_back_down_from_the_executors_drops():
+    """Replies held 400 ms (a broker outage) once made the reserve exceed what a 100 ms SLO
+    leaves: every later request reached the executor already late and came back a ``deadline``
+    drop, and a round trip measured only from answers never came down again."""
+    settings, clock, bus = Settings(bus="memory", topic_prefix="rt"), FakeClock(), MemoryBus()
+    topics, sid = Topics("rt"), "m-100ms"
+    client = ExecutorClient(bus, settings, "c", clock=clock)
+    reqs = bus.subscribe([topics.requests(sid)], group=None, from_beginning=True)
+    try:
+        futs = [client.submit(sid, np.zeros(2, np.float32), slo_s=0.1) for _ in range(30)]
+        _serve(bus, reqs, client, clock, sid, 0.400, Reply(True, 1.0, latency_s=0.004))
+        assert all(f.result(timeout=5).ok for f in futs)
+        assert client.round_trip_s(sid) == pytest.approx(0.1)   # 396 ms measured, bounded by the SLO
+        for _ in range(300):   # the broker is back: 5 ms round trips, every request dropped late
+            f = client.submit(sid, np.zeros(2, np.float32), slo_s=0.1)
+            _serve(bus, reqs, client, clock, sid, 0.005, Reply.dropped("deadline", latency_s=0.0001))
+            assert f.result(timeout=5).reason == "deadline"
+        assert client.round_trip_s(sid) == pytest.approx(0.0049)
+    finally:
+        client.close()
+
+
+def test_round_trips_older_than_the_window_are_forgotten():
+    settings, clock, bus = Settings(bus="memory", topic_prefix="rt"), FakeClock(), MemoryBus()
+    topics, sid = Topics("rt"), "m-100ms"
+    client = ExecutorClient(bus, settings, "c", clock=clock)
+    reqs = bus.subscribe([topics.requests(sid)], group=None, from_beginning=True)
+    try:
+        futs = [client.submit(sid, np.zeros(2, np.float32), slo_s=1.0) for _ in range(25)]
+        _serve(bus, reqs, client, clock, sid, 0.030, Reply(True, 1.0, latency_s=0.004))
+        assert all(f.result(timeout=5).ok for f in futs)
+        assert client.round_trip_s(sid) == pytest.approx(0.026)
+        clock.advance(HOP_WINDOW_S + 1)   # no reply for longer than the window: measure afresh
+        assert client.round_trip_s(sid) == 0.0
     finally:
         client.close()
