@@ -19,6 +19,7 @@ SUMMARY_KEYS = {
                   "plan_ms_1000_sessions", "plan_ms_10000_sessions", "mean_optimal_small_over_lower_bound",
                   "devices_over_lower_bound_10000_sessions", "replan_ms_10000_sessions",
                   "replan_moved_fraction_10000_sessions", "single_type_cost_over_mix", "mean_devices_over_split_bound",
+                  "mean_devices_over_best_bound", "mean_optimal_small_over_best_bound",
                   "gpu_cpu_single_type_cost_over_mix",
                   "mean_optimal_small_over_split_bound", "devices_over_split_bound_10000_sessions"},
     "latency-split": {"min_gain", "max_gain"},
@@ -96,8 +97,9 @@ def test_quick_run_writes_the_json(name, tmp_path):
         for r in doc["results"]:
             if "split_bound" in r:
                 assert r["lower_bound"] <= r["split_bound"] + 1e-9 and r["over_split_bound"] >= 1.0, r  # means over seeds
+                assert r["split_bound"] <= r["best_bound"] + 1e-9 and r["over_best_bound"] >= 1.0, r
         for s in next(r["small_instances"] for r in doc["results"] if "small_instances" in r):
-            assert math.ceil(s["lower_bound"] - 1e-9) <= s["split_bound"] <= s["exact"] <= s["squishy"], s
+            assert math.ceil(s["lower_bound"] - 1e-9) <= s["split_bound"] <= s["best_bound"] <= s["exact"] <= s["squishy"], s
     if name == "cluster":  # every request is answered on time, late, or dropped with a reason
         for r in doc["results"]:
             assert r["requests"] == r["on_time"] + r["late"] + sum(r["drops"].values()) > 0, r

@@ -34,9 +34,9 @@ import numpy as np
 
 from vidnexus.contracts.profile import Profile
 from vidnexus.control.packing import EPS, Item
-from vidnexus.control.squishy import Allocation, Node, Plan, SessionLoad, split
+from vidnexus.control.squishy import Allocation, Node, Plan, SessionLoad, plan, split
 
-__all__ = ["ExactResult", "exact_milp", "fitting_sets"]
+__all__ = ["ExactResult", "exact_milp", "fitting_sets", "lp_lower_bound"]
 
 
 @dataclass(frozen=True)
@@ -149,3 +149,133 @@ def exact_milp(sessions: Sequence[SessionLoad], profiles: Mapping[str, Profile],
             nodes.append(_node(items, idx, levels, cost))
     return ExactResult(Plan(sp.saturated + tuple(nodes), sp.infeasible), res.status == 0, len(sets),
                        str(res.message))
+
+
+def lp_lower_bound(sessions: Sequence[SessionLoad], profiles: Mapping[str, Profile], *, k_std: float = 1.0,
+                   grid: int = 1000, max_iter: int = 200) -> float:
+    """A lower bound on the devices of any plan that saturates first (the plans of
+    :func:`~vidnexus.control.squishy.plan` and of :func:`exact_milp`): the saturated devices plus
+    a bound on the LP relaxation of the set cover over the residual loads (fractional devices;
+    memory is left out, which only lowers it). Not rounded up: the caller takes the ceiling.
+
+    Column generation on a relaxation, with Farley's bound: the duty cycles ``[lo, hi]`` (the
+    least ℓ(1) to the longest cycle any SLO allows) are cut into ``grid`` geometric intervals
+    [g, g']; a set fitting at some d in one counts as a knapsack with each load's latency at g
+    (ℓ only grows with d) against the capacity g', of the loads whose SLO allows g — every fitting
+    set is one of those. The restricted master LP's duals y (Σ y = its value) price every
+    interval by the fractional knapsack's bound; its greatest value z over the intervals bounds
+    every set's Σ y, so y / max(1, z) is dual feasible and Σ y / max(1, z) ≤ the LP ≤ the optimum.
+    Columns: each interval's greedy set while one prices above 1. Needs scipy.
+
+    Example (Nexus Table 2: Σ r/T says 1 device; two are needed, and the LP sees it):
+        >>> prof = {"A": Profile((4, 8, 16), (0.050, 0.075, 0.100)), "B": Profile((4, 8, 16), (0.050, 0.090, 0.125)),
+        ...         "C": Profile((4, 8, 16), (0.060, 0.095, 0.125))}
+        >>> s = [SessionLoad("A", "A", 0.2, 64), SessionLoad("B", "B", 0.25, 32), SessionLoad("C", "C", 0.25, 32)]
+        >>> round(lp_lower_bound(s, prof, k_std=0), 2) > 1
+        True
+    """
+    from scipy.optimize import linprog
+    from scipy.sparse import csc_array
+
+    sp = split(sessions, profiles, math.inf, k_std)
+    items = list(sp.items)
+    if not items:
+        return float(len(sp.saturated))
+    n = len(items)
+    lo = min(x.lat[1] for x in items)
+    hi = max(lo, max(x.cap for x in items))
+    g = np.geomspace(lo, hi, grid + 1) if hi > lo else np.array([lo, lo])
+    start, cap = g[:-1], g[1:] + EPS
+    weight = np.full((len(start), n), np.inf)
+    for i, x in enumerate(items):
+        ok = start <= x.cap + EPS
+        b = np.maximum(1, np.ceil(start[ok] * x.rate - 1e-9)).astype(np.int64)
+        weight[ok, i] = np.asarray(x.lat)[np.minimum(b, len(x.lat) - 1)]
+    usable = np.isfinite(weight)
+    w = np.where(usable, weight, 1.0)
+
+    cols: list[tuple[int, ...]] = [(i,) for i in range(n)]
+    index = {x.sid: i for i, x in enumerate(items)}
+    for node in plan(sessions, profiles, math.inf, k_std=k_std).nodes:   # the heuristic's devices: a good start
+        c = tuple(sorted(index[a.session_id] for a in node.allocations if a.session_id in index))
+        if not node.saturated and len(c) > 1:
+            cols.append(c)
+    seen = set(cols)
+    best = 0.0
+    for _ in range(max_iter):
+        rows = [i for c in cols for i in c]
+        at = [j for j, c in enumerate(cols) for _ in c]
+        a = csc_array((-np.ones(len(rows)), (rows, at)), shape=(n, len(cols)))
+        res: Any = linprog(np.ones(len(cols)), A_ub=a, b_ub=-np.ones(n), bounds=(0, None), method="highs")
+        if res.status != 0:
+            raise ValueError(f"the master LP failed: {res.message}")
+        y = np.maximum(0.0, -np.asarray(res.ineqlin.marginals))
+        ratio = np.where(usable, y / w, -1.0)
+        order = np.argsort(-ratio, axis=1, kind="stable")
+        ws = np.take_along_axis(np.where(usable, w, np.inf), order, axis=1)
+        vs = np.take_along_axis(np.where(usable, y[None, :], 0.0), order, axis=1)
+        cum = np.cumsum(ws, axis=1)
+        full = cum <= cap[:, None]
+        whole = np.where(full, vs, 0.0).sum(axis=1)
+        k = full.sum(axis=1)   # the first load that does not fit whole (a prefix fits: the greedy set)
+        room = cap - np.where(k > 0, np.take_along_axis(cum, np.maximum(k - 1, 0)[:, None], axis=1)[:, 0], 0.0)
+        nxt = np.minimum(k, n - 1)
+        frac_w = np.take_along_axis(ws, nxt[:, None], axis=1)[:, 0]
+        frac_v = np.take_along_axis(vs, nxt[:, None], axis=1)[:, 0]
+        part = np.where((k < n) & np.isfinite(frac_w), frac_v * np.clip(room / np.where(np.isfinite(frac_w), frac_w, 1.0), 0, 1), 0.0)
+        frac = whole + part
+        top = np.argsort(-frac)[:_EXACT_ROWS]
+        exact, sets = _knapsacks(w[top], usable[top], y, cap[top])
+        if exact.max() <= 1 + 1e-9:   # no column from the likeliest intervals: price every one exactly
+            top = np.arange(len(cap))
+            exact, sets = _knapsacks(w, usable, y, cap)
+        z = float(exact.max()) if len(top) == len(cap) else max(float(exact.max()), float(np.delete(frac, top).max()))
+        best = max(best, float(y.sum()) / max(1.0, z))
+        new = 0
+        for r in np.argsort(-exact)[:64]:
+            c = sets[r]
+            if exact[r] > 1 + 1e-9 and c not in seen:
+                seen.add(c)
+                cols.append(c)
+                new += 1
+        if not new:
+            break
+    return len(sp.saturated) + best
+
+
+_EXACT_ROWS = 24
+"""Intervals priced exactly per iteration (those whose fractional bound is highest)."""
+
+_UNITS = 256
+"""Knapsack capacity in units: latencies are rounded down to a unit (the bound stays valid)."""
+
+
+def _knapsacks(w: np.ndarray, usable: np.ndarray, y: np.ndarray, cap: np.ndarray
+               ) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """Per row (an interval): the 0/1 knapsack's best Σ y over the usable loads, weights ``w``
+    rounded down to ``cap / _UNITS`` (never below the true best), and a set that reaches it."""
+    if len(cap) > 128:   # in parts: the choice table is loads × rows × units
+        parts = [_knapsacks(w[k:k + 128], usable[k:k + 128], y, cap[k:k + 128]) for k in range(0, len(cap), 128)]
+        return np.concatenate([v for v, _ in parts]), [c for _, cs in parts for c in cs]
+    rows = len(cap)
+    unit = cap / _UNITS
+    units = np.where(usable, np.floor(w / unit[:, None]), _UNITS + 1).astype(np.int64)
+    dp = np.zeros((rows, _UNITS + 1))
+    pos = np.flatnonzero(y > 1e-12)
+    took = np.zeros((len(pos), rows, _UNITS + 1), dtype=bool)
+    grid = np.arange(_UNITS + 1)[None, :]
+    for k, i in enumerate(pos):
+        src = grid - units[:, i][:, None]
+        cand = np.where(src >= 0, np.take_along_axis(dp, np.maximum(src, 0), axis=1) + y[i], -np.inf)
+        better = cand > dp + 1e-12
+        took[k] = better
+        dp = np.where(better, cand, dp)
+    sets = []
+    for r in range(rows):
+        u, chosen = _UNITS, []
+        for k in range(len(pos) - 1, -1, -1):
+            if took[k, r, u]:
+                chosen.append(int(pos[k]))
+                u -= units[r, pos[k]]
+        sets.append(tuple(sorted(chosen)))
+    return dp[:, _UNITS], sets

@@ -158,11 +158,28 @@ def test_the_split_bound_is_below_the_optimum_and_above_the_rate_bound(seed):
     assert math.ceil(lower_bound(placed, profiles) - 1e-9) <= bound <= ex.devices
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_the_lp_bound_lies_between_the_split_bound_and_the_optimum(seed):
+    """lp_lower_bound (column generation, Farley's bound) never passes the proven optimum, and once
+    converged it is at least the split bound, which is one of its dual solutions."""
+    pytest.importorskip("scipy")
+    from vidnexus.control.milp import exact_milp, lp_lower_bound
+    profiles, sessions = _random(400 + seed, n=12)
+    r = exact_milp(sessions, profiles)
+    assert r.optimal
+    bad = {sid for sid, _ in r.plan.infeasible}
+    placed = [s for s in sessions if s.session_id not in bad]
+    lp = lp_lower_bound(placed, profiles)
+    assert split_lower_bound(placed, profiles) <= math.ceil(lp - 1e-6) <= r.plan.devices
+
+
 def test_table2_by_milp():
     pytest.importorskip("scipy")
     from vidnexus.control.milp import exact_milp
     s = [SessionLoad("A", "A", 0.2, 64), SessionLoad("B", "B", 0.25, 32), SessionLoad("C", "C", 0.25, 32)]
     assert exact_milp(s, TABLE2).plan.devices == 2
+    from vidnexus.control.milp import lp_lower_bound
+    assert lp_lower_bound(s, TABLE2, k_std=0) == pytest.approx(2.0)   # Σ r/T says 1
 
 
 def test_more_restarts_never_use_more_devices():
