@@ -239,7 +239,7 @@ def lp_lower_bound(sessions: Sequence[SessionLoad], profiles: Mapping[str, Profi
             bound = float(pi.sum()) / max(1.0, z)
             if bound > best:
                 best, center = bound, pi
-            for r in np.argsort(-exact)[:64]:
+            for r in np.argsort(-exact)[:_COLUMNS_PER_ROUND]:
                 if exact[r] > 1 + 1e-9 and sets[r] not in seen:
                     seen.add(sets[r])
                     cols.append(sets[r])
@@ -252,8 +252,12 @@ def lp_lower_bound(sessions: Sequence[SessionLoad], profiles: Mapping[str, Profi
     return len(sp.saturated) + best
 
 
-_EXACT_ROWS = 24
-"""Intervals priced exactly per iteration (those whose fractional bound is highest)."""
+_EXACT_ROWS = 400
+"""Intervals priced exactly per round (those whose fractional bound is highest): with 24, and 64
+columns a round, 256 sessions had not converged in 200 rounds; with 400 and 400 they do in 15-35 s."""
+
+_COLUMNS_PER_ROUND = 400
+"""Sets added to the master per round at most (the best-priced intervals')."""
 
 _UNITS = 256
 """Knapsack capacity in units: latencies are rounded down to a unit (the bound stays valid)."""
