@@ -250,3 +250,20 @@ def test_emptied_bins_stay_valid_plans():
     for b in bins:
         assert b.busy <= b.d + 1e-9 and all(x.cap >= b.d - 1e-9 for x in b.items)
         assert b.busy == pytest.approx(sum(x.lat[x.batch_at(b.d)] for x in b.items))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_bins_floor_is_the_sum_of_its_loads_batch_1_latency_through_adds_removes_and_repacks(seed):
+    """``Bin.floor`` (Σ ℓ(1)) lets best fit skip bins without a busy-time sum: it must stay the
+    sum over the bin's loads, and never exceed its busy time, however the bin was built."""
+    profiles, sessions = _random(500 + seed, n=60)
+    items = list(split(sessions, profiles).items)
+    bins = pack(items)
+    rng = random.Random(seed)
+    for bn in bins:
+        if len(bn.items) > 1:
+            bn.remove(rng.choice(bn.items))
+            bn.relevel()
+    for bn in bins:
+        assert bn.floor == pytest.approx(sum(x.lat[1] for x in bn.items))
+        assert bn.floor <= bn.busy + 1e-9
