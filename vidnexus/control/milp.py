@@ -162,17 +162,22 @@ def lp_lower_bound(sessions: Sequence[SessionLoad], profiles: Mapping[str, Profi
     least ℓ(1) to the longest cycle any SLO allows) are cut into ``grid`` geometric intervals
     [g, g']; a set fitting at some d in one counts as a knapsack with each load's latency at g
     (ℓ only grows with d) against the capacity g', of the loads whose SLO allows g — every fitting
-    set is one of those. The restricted master LP's duals y (Σ y = its value) price every
-    interval by the fractional knapsack's bound; its greatest value z over the intervals bounds
-    every set's Σ y, so y / max(1, z) is dual feasible and Σ y / max(1, z) ≤ the LP ≤ the optimum.
-    Columns: each interval's greedy set while one prices above 1. Needs scipy.
+    set is one of those. Given duals y, z bounds every set's Σ y: the 0/1 knapsack's best with
+    latencies rounded down (:func:`_knapsacks`) on the ``_EXACT_ROWS`` intervals whose fractional
+    bound is highest, that fractional bound on the others (on every interval exactly once those
+    offer no set above 1). Then y / max(1, z) is dual feasible, so Σ y / max(1, z) ≤ the LP ≤ the
+    optimum, at every round. Duals: the restricted master LP's, smoothed towards those of the best
+    bound so far (Wentges; the loads' least occupancies to begin, the split bound's duals); the
+    sets above 1 join the master, which starts from singletons and the heuristic's devices. It
+    stops when no set prices above 1 (the LP is solved), when the master's value and the bound
+    round up alike, or after ``max_iter`` rounds. Needs scipy.
 
     Example (Nexus Table 2: Σ r/T says 1 device; two are needed, and the LP sees it):
         >>> prof = {"A": Profile((4, 8, 16), (0.050, 0.075, 0.100)), "B": Profile((4, 8, 16), (0.050, 0.090, 0.125)),
         ...         "C": Profile((4, 8, 16), (0.060, 0.095, 0.125))}
         >>> s = [SessionLoad("A", "A", 0.2, 64), SessionLoad("B", "B", 0.25, 32), SessionLoad("C", "C", 0.25, 32)]
-        >>> round(lp_lower_bound(s, prof, k_std=0), 2) > 1
-        True
+        >>> round(lp_lower_bound(s, prof, k_std=0), 6)
+        2.0
     """
     from scipy.optimize import linprog
     from scipy.sparse import csc_array
@@ -201,6 +206,7 @@ def lp_lower_bound(sessions: Sequence[SessionLoad], profiles: Mapping[str, Profi
         if not node.saturated and len(c) > 1:
             cols.append(c)
     seen = set(cols)
+
     def price(y: np.ndarray) -> tuple[float, np.ndarray, list[tuple[int, ...]]]:
         """An upper bound on every set's Σ y, and the best sets of the intervals priced exactly."""
         ratio = np.where(usable, y / w, -1.0)

@@ -35,47 +35,53 @@ def test_round_trips_per_session_then_per_model():
         client.close()
 
 
-def _serve(bus, reqs, client, clock, sid, hop_s, reply):
-    """Answer every request waiting on ``reqs`` after ``hop_s`` on the bus with ``reply``."""
-    clock.advance(hop_s)
-    for m in reqs.poll(timeout_s=1.0):
-        rid = decode_request(m.value).request_id
-        bus.publish(client.reply_topic, rid.encode(), encode_reply(rid, sid, [reply]))
+SID = "m-100ms"
 
 
-def test_a_reserve_grown_past_the_slo_comes_back_down_from_the_executors_drops():
+class _Served:
+    """A client on a memory bus and a fake clock, and an executor stand-in that answers every
+    waiting request of session ``SID`` after a given bus round trip."""
+
+    def __init__(self):
+        self.clock, self.bus = FakeClock(), MemoryBus()
+        self.client = ExecutorClient(self.bus, Settings(bus="memory", topic_prefix="rt"), "c", clock=self.clock)
+        self.reqs = self.bus.subscribe([Topics("rt").requests(SID)], group=None, from_beginning=True)
+
+    def serve(self, hop_s, reply):
+        self.clock.advance(hop_s)
+        for m in self.reqs.poll(timeout_s=1.0):
+            rid = decode_request(m.value).request_id
+            self.bus.publish(self.client.reply_topic, rid.encode(), encode_reply(rid, SID, [reply]))
+
+
+@pytest.fixture
+def served():
+    s = _Served()
+    yield s
+    s.client.close()
+
+
+def test_a_reserve_grown_past_the_slo_comes_back_down_from_the_executors_drops(served):
     """Replies held 400 ms (a broker outage) once made the reserve exceed what a 100 ms SLO
     leaves: every later request reached the executor already late and came back a ``deadline``
     drop, and a round trip measured only from answers never came down again."""
-    settings, clock, bus = Settings(bus="memory", topic_prefix="rt"), FakeClock(), MemoryBus()
-    topics, sid = Topics("rt"), "m-100ms"
-    client = ExecutorClient(bus, settings, "c", clock=clock)
-    reqs = bus.subscribe([topics.requests(sid)], group=None, from_beginning=True)
-    try:
-        futs = [client.submit(sid, np.zeros(2, np.float32), slo_s=0.1) for _ in range(30)]
-        _serve(bus, reqs, client, clock, sid, 0.400, Reply(True, 1.0, latency_s=0.004))
-        assert all(f.result(timeout=5).ok for f in futs)
-        assert client.round_trip_s(sid) == pytest.approx(0.1)   # 396 ms measured, bounded by the SLO
-        for _ in range(300):   # the broker is back: 5 ms round trips, every request dropped late
-            f = client.submit(sid, np.zeros(2, np.float32), slo_s=0.1)
-            _serve(bus, reqs, client, clock, sid, 0.005, Reply.dropped("deadline", latency_s=0.0001))
-            assert f.result(timeout=5).reason == "deadline"
-        assert client.round_trip_s(sid) == pytest.approx(0.0049)
-    finally:
-        client.close()
+    client = served.client
+    futs = [client.submit(SID, np.zeros(2, np.float32), slo_s=0.1) for _ in range(30)]
+    served.serve(0.400, Reply(True, 1.0, latency_s=0.004))
+    assert all(f.result(timeout=5).ok for f in futs)
+    assert client.round_trip_s(SID) == pytest.approx(0.1)   # 396 ms measured, bounded by the SLO
+    for _ in range(300):   # the broker is back: 5 ms round trips, every request dropped late
+        f = client.submit(SID, np.zeros(2, np.float32), slo_s=0.1)
+        served.serve(0.005, Reply.dropped("deadline", latency_s=0.0001))
+        assert f.result(timeout=5).reason == "deadline"
+    assert client.round_trip_s(SID) == pytest.approx(0.0049)
 
 
-def test_round_trips_older_than_the_window_are_forgotten():
-    settings, clock, bus = Settings(bus="memory", topic_prefix="rt"), FakeClock(), MemoryBus()
-    topics, sid = Topics("rt"), "m-100ms"
-    client = ExecutorClient(bus, settings, "c", clock=clock)
-    reqs = bus.subscribe([topics.requests(sid)], group=None, from_beginning=True)
-    try:
-        futs = [client.submit(sid, np.zeros(2, np.float32), slo_s=1.0) for _ in range(25)]
-        _serve(bus, reqs, client, clock, sid, 0.030, Reply(True, 1.0, latency_s=0.004))
-        assert all(f.result(timeout=5).ok for f in futs)
-        assert client.round_trip_s(sid) == pytest.approx(0.026)
-        clock.advance(HOP_WINDOW_S + 1)   # no reply for longer than the window: measure afresh
-        assert client.round_trip_s(sid) == 0.0
-    finally:
-        client.close()
+def test_round_trips_older_than_the_window_are_forgotten(served):
+    client = served.client
+    futs = [client.submit(SID, np.zeros(2, np.float32), slo_s=1.0) for _ in range(25)]
+    served.serve(0.030, Reply(True, 1.0, latency_s=0.004))
+    assert all(f.result(timeout=5).ok for f in futs)
+    assert client.round_trip_s(SID) == pytest.approx(0.026)
+    served.clock.advance(HOP_WINDOW_S + 1)   # no reply for longer than the window: measure afresh
+    assert client.round_trip_s(SID) == 0.0
