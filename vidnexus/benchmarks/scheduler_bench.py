@@ -62,10 +62,9 @@ column generation converges in seconds at 64 sessions and in 15–35 s at 256; 1
 minutes per instance."""
 
 
-def best_bound(placed: list[SessionLoad], profiles: dict[str, Profile]) -> tuple[int, float | None]:
-    """The tightest lower bound the bench has for ``placed``: the split bound, and up to
+def best_bound(placed: list[SessionLoad], profiles: dict[str, Profile], split_lb: int) -> tuple[int, float | None]:
+    """The tightest lower bound the bench has for ``placed``: its split bound ``split_lb``, and up to
     ``LP_BOUND_UP_TO`` sessions ⌈the LP bound⌉ when that is higher (needs scipy); also the LP bound."""
-    split_lb = split_lower_bound(placed, profiles, k_std=K_STD)
     if len(placed) > LP_BOUND_UP_TO:
         return split_lb, None
     try:
@@ -88,9 +87,10 @@ def _size(n: int, rate: float, seeds: int, profiles: dict[str, Profile], oblivio
         placed = [s for s in sessions if s.session_id not in bad]
         lb = lower_bound(placed, profiles, k_std=K_STD)
         ob = batch_oblivious(placed, profiles, k_std=K_STD).devices if oblivious else math.nan  # O(n²): not at 10,000
-        best, lp = best_bound(placed, profiles)
+        split_lb = split_lower_bound(placed, profiles, k_std=K_STD)
+        best, lp = best_bound(placed, profiles, split_lb)
         rows.append({"devices": sq.devices, "lower_bound": lb, "oblivious": ob, "plan_ms": ms,
-                     "split_bound": split_lower_bound(placed, profiles, k_std=K_STD), "lp_bound": lp,
+                     "split_bound": split_lb, "lp_bound": lp,
                      "best_bound": best, "infeasible": len(sq.infeasible)})
     return {"sessions": n, "mean_rate": rate,
             "devices": statistics.fmean(x["devices"] for x in rows),
@@ -237,10 +237,10 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
                 continue
             solver = ex[1]
             placed = [s for s in sessions if s.session_id not in {sid for sid, _ in sq.infeasible}]
+            split_lb = split_lower_bound(placed, profiles, k_std=K_STD)
             small.append({"sessions": n_small, "squishy": sq.devices, "exact": ex[0].devices,
                           "lower_bound": lower_bound(placed, profiles, k_std=K_STD),
-                          "split_bound": split_lower_bound(placed, profiles, k_std=K_STD),
-                          "best_bound": best_bound(placed, profiles)[0]})
+                          "split_bound": split_lb, "best_bound": best_bound(placed, profiles, split_lb)[0]})
     over_opt = statistics.fmean(s["squishy"] / s["exact"] for s in small if s["exact"])
     opt_over_lb = statistics.fmean(s["exact"] / max(1, math.ceil(s["lower_bound"])) for s in small if s["exact"])
     opt_over_split = statistics.fmean(s["exact"] / max(1, s["split_bound"]) for s in small if s["exact"])

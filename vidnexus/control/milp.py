@@ -191,13 +191,9 @@ def lp_lower_bound(sessions: Sequence[SessionLoad], profiles: Mapping[str, Profi
     hi = max(lo, max(x.cap for x in items))
     g = np.geomspace(lo, hi, grid + 1) if hi > lo else np.array([lo, lo])
     start, cap = g[:-1], g[1:] + EPS
-    weight = np.full((len(start), n), np.inf)
-    for i, x in enumerate(items):
-        ok = start <= x.cap + EPS
-        b = np.maximum(1, np.ceil(start[ok] * x.rate - 1e-9)).astype(np.int64)
-        weight[ok, i] = np.asarray(x.lat)[np.minimum(b, len(x.lat) - 1)]
+    weight = np.stack([_costs(x, start) for x in items], axis=1)   # intervals × loads, inf: not at g
     usable = np.isfinite(weight)
-    w = np.where(usable, weight, 1.0)
+    w = np.where(usable, weight, 1.0)   # finite, for ratios and knapsack units
 
     cols: list[tuple[int, ...]] = [(i,) for i in range(n)]
     index = {x.sid: i for i, x in enumerate(items)}
@@ -211,7 +207,7 @@ def lp_lower_bound(sessions: Sequence[SessionLoad], profiles: Mapping[str, Profi
         """An upper bound on every set's Σ y, and the best sets of the intervals priced exactly."""
         ratio = np.where(usable, y / w, -1.0)
         order = np.argsort(-ratio, axis=1, kind="stable")
-        ws = np.take_along_axis(np.where(usable, w, np.inf), order, axis=1)
+        ws = np.take_along_axis(weight, order, axis=1)
         vs = np.take_along_axis(np.where(usable, y[None, :], 0.0), order, axis=1)
         cum = np.cumsum(ws, axis=1)
         k = (cum <= cap[:, None]).sum(axis=1)   # the loads that fit whole, in ratio order

@@ -216,11 +216,7 @@ class ExecutorClient:
             hops = [h for t, h in self._hops.get(sid, ()) if t >= since]
             if len(hops) < HOP_MIN_SAMPLES:
                 hops = [h for t, h in self._model_hops.get(_model_of(sid), ()) if t >= since]
-        trip = recent_quantile(hops, q, HOP_MIN_SAMPLES)
-        try:
-            return min(trip, SessionKey.parse(sid).slo_s)
-        except ConfigError:  # not a session key (no SLO in it): nothing to bound it by
-            return trip
+        return min(recent_quantile(hops, q, HOP_MIN_SAMPLES), _slo_of(sid))
 
     def reply_reserve_s(self, session_id: SessionKey | str) -> float:
         """Seconds to take off a deadline for the reply's trip back from ``session_id``'s executor:
@@ -321,6 +317,15 @@ def _chunks(xs: Sequence[np.ndarray], max_bytes: int) -> list[list[np.ndarray]]:
         parts[-1].append(x)
         size += n
     return [p for p in parts if p]
+
+
+@functools.lru_cache(maxsize=1024)
+def _slo_of(session_id: str) -> float:
+    """The SLO in seconds of a session's string form (inf when it is not one: nothing to bound by)."""
+    try:
+        return SessionKey.parse(session_id).slo_s
+    except VidnexusError:
+        return math.inf
 
 
 @functools.lru_cache(maxsize=1024)

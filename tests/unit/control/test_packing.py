@@ -175,10 +175,9 @@ def test_the_lp_bound_lies_between_the_split_bound_and_the_optimum(seed):
 
 def test_table2_by_milp():
     pytest.importorskip("scipy")
-    from vidnexus.control.milp import exact_milp
+    from vidnexus.control.milp import exact_milp, lp_lower_bound
     s = [SessionLoad("A", "A", 0.2, 64), SessionLoad("B", "B", 0.25, 32), SessionLoad("C", "C", 0.25, 32)]
     assert exact_milp(s, TABLE2).plan.devices == 2
-    from vidnexus.control.milp import lp_lower_bound
     assert lp_lower_bound(s, TABLE2, k_std=0) == pytest.approx(2.0)   # Σ r/T says 1
 
 
