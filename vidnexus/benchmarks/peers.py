@@ -14,7 +14,9 @@ Every system receives the same uint8 image (224×224×3, 150 KB) and converts it
 float32 tensor on the serving side (vidnexus on the executor's pre/post pool, overlapped with the
 device; the peers in their batch function). Every server runs the model with the same number of
 torch threads (1: the load generator gets the
-other core of a 2-core machine). Every system sees the same open-loop Poisson traces (same seeds),
+other core of a 2-core machine) and glibc's malloc with the same fixed thresholds
+(``gpu_executor.allocator``: vidnexus's runners set them, the peers' servers get them as
+environment variables). Every system sees the same open-loop Poisson traces (same seeds),
 and every server gets the same warm-up first (10 s at half the profile's saturated rate).
 The peers run in their own interpreter (``peers_harness.py``, see ``scripts/peers-venv.sh``) and
 replay the traces the driver sends them. Goodput is the highest rate with ≥ 99% of requests answered
@@ -48,6 +50,7 @@ import numpy as np
 from vidnexus.benchmarks.machine import machine_info
 from vidnexus.benchmarks.openloop import drive, good_fraction, probe_goodput, probe_seconds
 from vidnexus.errors import VidnexusError
+from vidnexus.gpu_executor.allocator import ENV as ALLOCATOR_ENV
 from vidnexus.gpu_executor.backend import Order
 from vidnexus.gpu_executor.metrics import percentile
 from vidnexus.sim.loadgen import Arrival, arrivals, merge
@@ -232,7 +235,8 @@ class PeerServer:
              "--threads", str(threads), "--max-batch",
              str(max_batch), "--wait-s", str(wait_s), "--port", str(_free_port()), "--copies", str(copies)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1,
-            env=dict(os.environ, OMP_NUM_THREADS=str(threads), RAY_USAGE_STATS_ENABLED="0"))
+            # glibc's malloc as vidnexus's runners set it (gpu_executor.allocator): the same for every system
+            env={**os.environ, **ALLOCATOR_ENV, "OMP_NUM_THREADS": str(threads), "RAY_USAGE_STATS_ENABLED": "0"})
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()  # blocks until the server answers (or the harness dies)
         if line.strip() != "ready":
@@ -600,7 +604,7 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
         summary["multi_vnx_over_best_peer"] = round(mb["vnx-inproc"] / peer_best, 3) if peer_best and mb["vnx-inproc"] else None
         rr = best.get(("vnx-inproc-rr", "multi", None), {}).get("goodput")
         summary["multi_laxity_over_round_robin"] = round(mb["vnx-inproc"] / rr, 3) if rr and mb["vnx-inproc"] else None
-    config = {"model": w.title, "threads_per_server": threads,
+    config = {"model": w.title, "threads_per_server": threads, "malloc": dict(ALLOCATOR_ENV),
               "image": list(w.image.shape), "slos_ms": [round(s * 1000) for s in slos],
               "knob_grid": {k: [{"max_batch": b, "wait_ms": wt * 1000} for b, wt in g] for k, g in grids.items()
                             if k in systems},

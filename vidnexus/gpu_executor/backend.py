@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Mapping, Sequence
 
 from vidnexus.gpu_executor.background import background_batch, expected_batch, latest_end, next_arrival, recent_rate
@@ -111,6 +111,19 @@ were the largest that fit, one batch cost Poisson arrivals in ``bench colocate``
 points of attainment at 75% load and two 0.7; with the most efficient batch that fits, the
 two settings gave the same results on the committed run's profile."""
 
+ACTIVE_WINDOW_S = 1.0
+"""Without a plan, a real-time session takes its turn in the others' duty cycle (:func:`local_targets`)
+while it has requests queued or had one this recently; an idle session costs the others nothing."""
+
+RETARGET_S = 1.0
+"""Without a plan, batch sizes are chosen again at least this often (and whenever a session turns
+active or idle), from the budgets requests arrive with (:meth:`DutyCycle.budget`)."""
+BUDGETS_KEPT = 64
+BUDGET_QUANTILE = 0.1
+"""A session's budget is this quantile of its recent requests' (deadline − arrival): the SLO for a
+request submitted here, less the bus hops (the one already taken, the reply's reserved) for one
+that came over Kafka."""
+
 GAPS_KEPT = 16
 """Arrival gaps a real-time session remembers to expect its next request (:func:`next_arrival`)."""
 
@@ -127,6 +140,8 @@ class _Queue:
     """Recent gaps between arrivals (requests arriving together — a frame's — are one arrival)."""
     counts: deque[int] = field(default_factory=lambda: deque(maxlen=GAPS_KEPT + 1))
     """Requests at each recent arrival (the last one's still counting)."""
+    budgets: deque[float] = field(default_factory=lambda: deque(maxlen=BUDGETS_KEPT))
+    """deadline − arrival of recent requests."""
 
 
 def local_targets(
@@ -208,6 +223,8 @@ class DutyCycle:
         self._groups: dict[str, str] = dict(prefix_groups or {})
         for s in sessions:
             self.add_session(s)
+        self._active: frozenset[str] | None = None  # sessions counted in local targets (None: all)
+        self._retargeted = -math.inf
         self.set_targets(targets or local_targets(sessions, self._profiles, self._groups))
         self._planned = bool(targets)
 
@@ -270,6 +287,7 @@ class DutyCycle:
                 q.counts.append(1)
             else:  # with the last arrival (one frame's requests)
                 q.counts[-1] += 1
+            q.budgets.append(deadline - now)
         if len(q.ids) >= q.spec.max_queue:
             return Dropped(session_id, request_id, "overload")
         i = bisect.bisect_right(q.deadlines, deadline)
@@ -322,6 +340,7 @@ class DutyCycle:
 
     def schedule(self, now: float) -> Step:
         """The next batch (session by ``order``), plus every drop decided on the way."""
+        self._retarget(now)
         dropped: list[Dropped] = []
         n = len(self._order)
         for i, sid in self._candidates():
@@ -434,7 +453,36 @@ class DutyCycle:
         background is used at once by an executor that serves without a scheduler."""
         self._profiles[model] = profile
         if not self._planned:
-            specs = [q.spec for q in self._queues.values()]
-            for sid, b in local_targets(specs, self._profiles, self._groups).items():
-                self._queues[sid].target = max(1, b)
+            self._local_targets()
+
+    def _retarget(self, now: float) -> None:
+        """Without a plan: the batch sizes again when the set of active sessions changed (a session
+        with requests queued, or one within :data:`ACTIVE_WINDOW_S`)."""
+        if self._planned:
+            return
+        active = frozenset(sid for sid, q in self._queues.items() if not q.spec.background and (
+            q.ids or (q.last_arrival is not None and now - q.last_arrival <= ACTIVE_WINDOW_S)))
+        if active != self._active or now - self._retargeted >= RETARGET_S:
+            self._active, self._retargeted = active, now
+            self._local_targets()
+
+    def budget(self, session_id: str) -> float:
+        """The time a request of ``session_id`` has here (:data:`BUDGET_QUANTILE` of its recent
+        requests' deadline − arrival, at most its SLO; the SLO before any arrived)."""
+        q = self._queues[session_id]
+        if not q.budgets:
+            return q.spec.slo_s
+        ordered = sorted(q.budgets)
+        return max(1e-6, min(q.spec.slo_s, ordered[int(BUDGET_QUANTILE * (len(ordered) - 1))]))
+
+    def _local_targets(self) -> None:
+        """:func:`local_targets` over the active sessions; an idle one gets the size it would have
+        alone (its first request makes it active, and every size is chosen again)."""
+        specs = [q.spec if q.spec.background else replace(q.spec, slo_s=self.budget(sid))
+                 for sid, q in self._queues.items()]
+        busy = [s for s in specs if self._active is None or s.background or s.session_id in self._active]
+        targets = local_targets(busy, self._profiles, self._groups)
+        for s in specs:
+            b = targets.get(s.session_id) or local_targets([s], self._profiles, self._groups)[s.session_id]
+            self._queues[s.session_id].target = max(1, b)
 

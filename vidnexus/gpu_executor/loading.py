@@ -4,6 +4,7 @@ their ℓ(b) profiles (measured once per model and device, cached), and prefix-b
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 from typing import Any, Callable
 
@@ -155,10 +156,15 @@ def prepare_models(
             shape, version = spec.input_shape, spec.version
         x = np.zeros(shape, np.float32)
         t1 = time.perf_counter()
-        runners[name]([x])  # the first call builds kernels; the second times one request
+        runners[name]([x])  # the first call builds kernels
         t2 = time.perf_counter()
-        runners[name]([x])
-        one = time.perf_counter() - t2
+        one = math.inf
+        for _ in range(3):  # one request: the best of three (TorchScript optimizes on its second call), or 1 s
+            t = time.perf_counter()
+            runners[name]([x])
+            one = min(one, time.perf_counter() - t)
+            if time.perf_counter() - t2 > 1.0:
+                break
         env = runner_env(device, version, cuda_graphs)
         prof = load_profile(settings.data_dir / "profiles", name, device, env)
         if prof is None:

@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from vidnexus.errors import BatchContractError, ModelError
+from vidnexus.gpu_executor.allocator import keep_freed_memory
 from vidnexus.gpu_executor.probing import FIRST_RUN_FACTOR
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ class TorchRunner:
     ) -> None:
         import torch
 
+        keep_freed_memory()  # before the first batch (see gpu_executor.allocator)
         self.name = name
         self.module = module.eval().to(device)
         self.device = device
@@ -156,6 +158,8 @@ class OnnxRunner:
                  postprocess: Callable[[Any], Any] | None = None, threads: int = 0) -> None:
         import onnxruntime as ort
 
+        keep_freed_memory()  # the batch stacked here, the outputs copied out (gpu_executor.allocator)
+
         self.name, self.path, self.device = name, path, device
         self.postprocess = postprocess or (lambda t: t.tolist() if hasattr(t, "tolist") else t)
         opts = ort.SessionOptions()
@@ -208,6 +212,7 @@ class TfliteRunner:
 
     def __init__(self, name: str, path: str, device: str = "cpu",
                  postprocess: Callable[[Any], Any] | None = None, threads: int = 0) -> None:
+        keep_freed_memory()  # the batch stacked here, the outputs copied out (gpu_executor.allocator)
         try:
             from ai_edge_litert.interpreter import Interpreter
         except ImportError as e:

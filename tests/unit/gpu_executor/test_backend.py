@@ -135,3 +135,49 @@ def test_laxity_counts_the_batch_a_session_would_take():
 def test_unknown_order_is_refused():
     with pytest.raises(ValueError, match="order must be one of laxity, round_robin"):
         DutyCycle([SessionSpec("s", "a", 1.0)], {"a": P}, order="edf")
+
+
+def _taken(c, session_id, n, deadline, now):
+    """Queue ``n`` requests on ``session_id`` and schedule once: the size of the batch it ran."""
+    for rid in range(n):
+        c.enqueue(session_id, 1000 * len(session_id) + rid, deadline, now)
+    step = c.schedule(now)
+    assert step.dispatch is not None and step.dispatch.session_id == session_id
+    return step.dispatch.batch
+
+
+def test_an_idle_session_does_not_shrink_an_active_ones_batch():
+    """Without a plan, a session counts in the others' duty cycle only while it is active: an
+    executor hosting sessions for traffic that has not come (or has gone) keeps the busy one at
+    the batch it would have alone. Before 2026-11-28 it sized every batch as if all hosted sessions
+    were busy, and bench peers' executor behind Kafka, hosting six, ran its 50 ms session at
+    batch 1-2 where the same executor in-process ran 6-8."""
+    from vidnexus.gpu_executor.backend import ACTIVE_WINDOW_S
+
+    c = core(SessionSpec("s1", "a", 0.2), SessionSpec("s2", "b", 0.2))
+    alone = local_targets([SessionSpec("s1", "a", 0.2)], {"a": P})["s1"]
+    both = local_targets([SessionSpec("s1", "a", 0.2), SessionSpec("s2", "b", 0.2)], {"a": P, "b": P})["s1"]
+    assert both < alone
+    assert _taken(c, "s1", 12, 0.2, now=0.0) == alone      # s2 never had a request
+    c.enqueue("s2", 1, 0.5, 0.1)                             # s2 turns active: both share the device
+    assert c.targets()["s1"] == alone                        # (chosen again on the next schedule)
+    assert c.schedule(0.1).dispatch.session_id == "s1"      # s1's 3 left, least laxity first
+    assert c.targets()["s1"] == both
+    assert c.schedule(0.2).dispatch.session_id == "s2"      # s2's queue runs out
+    now = 0.1 + ACTIVE_WINDOW_S + 0.01                       # no request from s2 since: idle again
+    assert _taken(c, "s1", 12, now + 0.25, now) == alone
+    # A plan's sizes stay as given, active or not.
+    planned = core(SessionSpec("s1", "a", 0.2), SessionSpec("s2", "b", 0.2), targets={"s1": 3, "s2": 3})
+    assert _taken(planned, "s1", 12, 0.2, now=0.0) == 3
+
+
+def test_batch_sizes_follow_the_budget_requests_arrive_with():
+    """A request that came over the bus has less than its SLO left (the request hop taken, the
+    reply's reserved): the batch is sized for the time requests have here, not the SLO."""
+    c = core(SessionSpec("s", "a", 0.2))
+    assert _taken(c, "s", 12, 0.2, now=0.0) == 9           # 2ℓ(9) = 200 ms ≤ 200 ms
+    for k in range(40):                                     # then requests arrive with 100 ms left
+        c.enqueue("s", 10_000 + k, 1.0 + 0.01 * k + 0.1, 1.0 + 0.01 * k)
+    c.schedule(1.0 + 0.01 * 40)
+    assert c.budget("s") == pytest.approx(0.1)
+    assert c.targets()["s"] == 4                            # 2ℓ(4) = 100 ms
