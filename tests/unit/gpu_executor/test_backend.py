@@ -150,7 +150,7 @@ def test_an_idle_session_does_not_shrink_an_active_ones_batch():
     """Without a plan, a session counts in the others' duty cycle only while it is active: an
     executor hosting sessions for traffic that has not come (or has gone) keeps the busy one at
     the batch it would have alone. Before 2026-11-28 it sized every batch as if all hosted sessions
-    were busy, and bench peers' executor behind Kafka, hosting six, ran its 50 ms session at
+    were busy, and bench peers' executor behind Kafka, hosting five, ran its 50 ms session at
     batch 1-2 where the same executor in-process ran 6-8."""
     from vidnexus.gpu_executor.backend import ACTIVE_WINDOW_S
 
