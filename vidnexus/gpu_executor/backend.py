@@ -457,7 +457,7 @@ class DutyCycle:
 
     def _retarget(self, now: float) -> None:
         """Without a plan: the batch sizes again when the set of active sessions changed (a session
-        with requests queued, or one within :data:`ACTIVE_WINDOW_S`)."""
+        with requests queued, or one within :data:`ACTIVE_WINDOW_S`), and every :data:`RETARGET_S`."""
         if self._planned:
             return
         active = frozenset(sid for sid, q in self._queues.items() if not q.spec.background and (
@@ -472,6 +472,8 @@ class DutyCycle:
         q = self._queues[session_id]
         if not q.budgets:
             return q.spec.slo_s
+        # Inline (metrics.percentile's module is not pure); > 0: it becomes a SessionSpec's SLO, and
+        # requests that arrived already expired would make it negative.
         ordered = sorted(q.budgets)
         return max(1e-6, min(q.spec.slo_s, ordered[int(BUDGET_QUANTILE * (len(ordered) - 1))]))
 
