@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 __all__ = ["Profile", "fit_linear", "best_throughput_batch"]
 
@@ -141,25 +141,30 @@ class Profile:
         """(α, β) of the least-squares line through the measured means."""
         return fit_linear(self.sizes, self.mean_s)
 
-    def observed(self, b: int, seconds: float, weight: float = 0.1) -> "Profile":
-        """Online refresh: fold one observed batch latency into the profile (EWMA at ``b``)."""
-        if b < 1 or seconds <= 0 or not math.isfinite(seconds):
-            return self
-        sizes, means = list(self.sizes), list(self.mean_s)
-        stds = list(self.std_s) if self.std_s else [0.0] * len(sizes)
-        i = bisect.bisect_left(sizes, b)
-        if i < len(sizes) and sizes[i] == b:
-            old = means[i]
-            means[i] = (1 - weight) * old + weight * seconds
-            stds[i] = math.sqrt((1 - weight) * stds[i] ** 2 + weight * (seconds - old) ** 2)
-        else:
-            sizes.insert(i, b)
-            means.insert(i, seconds)
-            stds.insert(i, 0.0)
-        # Keep ℓ non-decreasing in b, so larger batches never look cheaper than smaller ones.
-        for j in range(1, len(means)):
-            means[j] = max(means[j], means[j - 1])
-        return Profile(tuple(sizes), tuple(means), tuple(stds))
+    def adjusted(self, factor: float, per_size: Mapping[int, float] | None = None) -> "Profile":
+        """This profile as a device runs it now: every batch ``factor`` times as long (a device
+        slowed or sped up as a whole: other work on the same CPU, a clock change), and a batch of
+        ``b`` a further ``per_size[b]`` times (a size the measurement got wrong; a size not measured
+        is added). ℓ stays non-decreasing in b, so a larger batch never looks cheaper.
+
+        Example:
+            >>> p = Profile((1, 2, 4), (0.010, 0.016, 0.030))
+            >>> p.adjusted(1.5).mean_s
+            (0.015, 0.024, 0.045)
+            >>> p.adjusted(1.0, {3: 1.2}).mean_s  # ℓ(3) is 1.2 × the 23 ms interpolated
+            (0.01, 0.016, 0.0276, 0.03)
+        """
+        per_size = per_size or {}
+        for f in (factor, *per_size.values()):
+            if not (f > 0 and math.isfinite(f)):
+                raise ValueError(f"a profile is adjusted by positive finite factors, not {f}")
+        sizes = tuple(sorted(set(self.sizes) | {b for b in per_size if b >= 1}))
+        means, top = [], 0.0
+        for b in sizes:
+            top = max(top, round(self.latency(b) * factor * per_size.get(b, 1.0), 12))
+            means.append(top)
+        stds = tuple(round(self._interp(self.std_s, b) * factor, 12) for b in sizes) if self.std_s else ()
+        return Profile(sizes, tuple(means), stds)
 
     def to_dict(self) -> dict[str, Any]:
         alpha, beta = self.fit()

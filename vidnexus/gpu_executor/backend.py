@@ -124,6 +124,19 @@ BUDGET_QUANTILE = 0.1
 request submitted here, less the bus hops (the one already taken, the reply's reserved) for one
 that came over Kafka."""
 
+PACE_WEIGHT = 0.1
+PACE_RANGE = (0.25, 4.0)
+SIZE_DECAY = 0.005
+"""The online refresh of a model's profile (:meth:`DutyCycle.observed`). Each batch's time over what
+the profile says for its size, clamped to ``PACE_RANGE`` (one stall of the process moves the
+profile a bounded step), is folded, with ``PACE_WEIGHT``, into the model's *pace*, which scales the
+whole measured profile, and into a correction for that size alone (what is left of the ratio once
+the pace is taken out). Every batch moves the other sizes' corrections ``SIZE_DECAY`` of the way
+back to 1. A device slowed by other work on its CPU (a broker's JIT, an overload's extra reads) is
+slowed at every size: the pace carries that to the sizes it is not running, and brings them back
+when the batches it does run are fast again; a size the measurement got wrong is corrected by its
+own factor while it runs."""
+
 GAPS_KEPT = 16
 """Arrival gaps a real-time session remembers to expect its next request (:func:`next_arrival`)."""
 
@@ -216,7 +229,10 @@ class DutyCycle:
         if order not in ORDERS:
             raise ValueError(f"order must be one of {', '.join(ORDERS)}, not {order!r}")
         self.order: Order = order
-        self._profiles: dict[str, Profile] = dict(profiles)
+        self._measured: dict[str, Profile] = dict(profiles)  # as profiled (at load, by a probe)
+        self._pace: dict[str, float] = {}  # observed / measured batch time, all sizes (PACE_WEIGHT)
+        self._sized: dict[str, dict[int, float]] = {}  # what the pace leaves, per batch size
+        self._profiles: dict[str, Profile] = dict(profiles)  # measured, adjusted by both
         self._queues: dict[str, _Queue] = {}
         self._order: list[str] = []
         self._cursor = 0
@@ -442,16 +458,38 @@ class DutyCycle:
             del q.deadlines[:k]
         return tuple(out)
 
-    def observed(self, dispatch: Dispatch, seconds: float, weight: float = 0.1) -> None:
-        """Fold a measured batch latency into the model's profile (online refresh)."""
-        p = self._profiles[dispatch.model]
-        self._profiles[dispatch.model] = p.observed(dispatch.batch, seconds, weight)
+    def observed(self, dispatch: Dispatch, seconds: float, weight: float = PACE_WEIGHT) -> None:
+        """Fold a measured batch latency into the model's profile: its pace and this size's
+        correction (online refresh, :data:`SIZE_DECAY`)."""
+        model, b = dispatch.model, dispatch.batch
+        if b < 1 or not (seconds > 0 and math.isfinite(seconds)):
+            return
+        measured = self._measured[model]
+        lo, hi = PACE_RANGE
+        ratio = min(hi, max(lo, seconds / measured.latency(b)))
+        pace = self._pace.get(model, 1.0)
+        pace += weight * (ratio - pace)
+        self._pace[model] = pace
+        sized = self._sized.setdefault(model, {})
+        for k in sized:
+            if k != b:
+                sized[k] += SIZE_DECAY * (1.0 - sized[k])
+        own = sized.get(b, 1.0)
+        sized[b] = own + weight * (ratio / pace - own)
+        self._profiles[model] = measured.adjusted(pace, sized)
+
+    def pace(self, model: str) -> float:
+        """How much longer than profiled the model's batches run lately (1: as profiled)."""
+        return self._pace.get(model, 1.0)
 
     def with_profile(self, model: str, profile: Profile) -> None:
-        """A new profile for ``model`` (a load, a background probe). While no plan has set the
-        batch sizes, they are chosen again from it (``local_targets``): a size measured in the
-        background is used at once by an executor that serves without a scheduler."""
-        self._profiles[model] = profile
+        """A new profile for ``model`` (a load, a background probe), used as given: its online
+        refresh starts again. While no plan has set the batch sizes, they are chosen again from it
+        (``local_targets``): a size measured in the background is used at once by an executor that
+        serves without a scheduler."""
+        self._measured[model] = self._profiles[model] = profile
+        self._pace.pop(model, None)
+        self._sized.pop(model, None)
         if not self._planned:
             self._local_targets()
 

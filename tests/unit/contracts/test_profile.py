@@ -30,13 +30,19 @@ def test_max_batch_within_budget():
     assert p.max_batch_within(1.0, cap=7) == 7
 
 
-def test_online_refresh_moves_toward_observation_and_stays_monotone():
-    p = Profile.linear(0.001, 0.010, 4)
-    q = p.observed(2, 0.030, weight=0.5)
-    assert q.latency(2) == pytest.approx(0.021)
-    assert all(a <= b for a, b in zip(q.mean_s, q.mean_s[1:]))
-    r = p.observed(6, 0.02)
-    assert 6 in r.sizes
+def test_an_adjusted_profile_scales_adds_sizes_and_stays_monotone():
+    p = Profile((1, 2, 4), (0.010, 0.016, 0.030), (0.001, 0.002, 0.004))
+    q = p.adjusted(2.0)
+    assert q.sizes == p.sizes and q.latency(3) == pytest.approx(2 * p.latency(3))
+    assert q.planning_latency(4) == pytest.approx(0.068)
+    r = p.adjusted(1.0, {1: 2.0, 6: 1.0})
+    assert r.sizes == (1, 2, 4, 6)
+    assert list(r.mean_s) == sorted(r.mean_s) and r.latency(2) == pytest.approx(0.020)  # held at ℓ(1)
+    for bad in (0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError):
+            p.adjusted(bad)
+        with pytest.raises(ValueError):
+            p.adjusted(1.0, {2: bad})
 
 
 @pytest.mark.parametrize("sizes, means", [((), ()), ((2, 1), (0.1, 0.2)), ((1,), (0.0,))])

@@ -181,3 +181,40 @@ def test_batch_sizes_follow_the_budget_requests_arrive_with():
     c.schedule(1.0 + 0.01 * 40)
     assert c.budget("s") == pytest.approx(0.1)
     assert c.targets()["s"] == 4                            # 2ℓ(4) = 100 ms
+
+
+def test_a_slowdown_that_passed_leaves_no_batch_size_inflated():
+    """The online refresh scales the whole profile by one observed pace. Before 2026-11-28 it kept
+    a mean per size and held ℓ non-decreasing: batches of 1 slowed for a while (a fresh broker's
+    JIT on the same CPU) raised ℓ(2..) with ℓ(1); the smaller targets this gave then ran only
+    batches of 1, so once those were fast again the larger sizes stayed inflated and the target
+    stayed small for good (a served executor behind Kafka stuck at batch 1, ℓ(2) at twice its
+    measured 9 ms)."""
+    from vidnexus.gpu_executor.backend import Dispatch
+
+    c = core(SessionSpec("s", "a", 0.11))
+    assert _taken(c, "s", 8, 0.11, now=0.0) == 4             # 2ℓ(4) = 100 ms ≤ 110 < 2ℓ(5)
+    slow, fast = Dispatch("s", "a", (1,), P.latency(1)), Dispatch("s", "a", (1,), P.latency(1))
+    for _ in range(30):                                       # batches of 1 at 3× their profiled time
+        c.observed(slow, 3 * P.latency(1))
+    assert c.profile("a").latency(4) > 2 * P.latency(4)      # the whole device looks slower
+    assert _taken(c, "s", 8, 1.11, now=1.0) < 4
+    for _ in range(100):                                      # the slowdown passed: batches of 1 as profiled
+        c.observed(fast, P.latency(1))
+    assert c.pace("a") == pytest.approx(1.0, abs=0.01)
+    assert c.profile("a").latency(4) == pytest.approx(P.latency(4), rel=0.01)
+    assert _taken(c, "s", 8, 3.11, now=3.0) == 4
+    c.observed(fast, 1e6)                                     # one stall moves the pace a bounded step
+    assert c.pace("a") < 1.4
+
+
+def test_a_size_the_profile_got_wrong_is_corrected_while_it_runs():
+    from vidnexus.gpu_executor.backend import Dispatch
+
+    c = core(SessionSpec("s", "a", 0.2))
+    one, four = Dispatch("s", "a", (1,), 0.0), Dispatch("s", "a", (1, 2, 3, 4), 0.0)
+    for _ in range(200):                       # batches of 4 run 1.5× their profiled time, of 1 as profiled
+        c.observed(one, P.latency(1))
+        c.observed(four, 1.5 * P.latency(4))
+    assert c.profile("a").latency(1) == pytest.approx(P.latency(1), rel=0.05)
+    assert c.profile("a").latency(4) == pytest.approx(1.5 * P.latency(4), rel=0.05)
