@@ -158,7 +158,7 @@ class Profile:
         for f in (factor, *per_size.values()):
             if not (f > 0 and math.isfinite(f)):
                 raise ValueError(f"a profile is adjusted by positive finite factors, not {f}")
-        sizes = tuple(sorted(set(self.sizes) | {b for b in per_size if b >= 1}))
+        sizes = tuple(sorted(set(self.sizes) | set(per_size)))  # a size < 1: Profile refuses it
         means, top = [], 0.0
         for b in sizes:
             top = max(top, round(self.latency(b) * factor * per_size.get(b, 1.0), 12))
