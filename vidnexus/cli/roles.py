@@ -231,7 +231,9 @@ def executor(
                                    "package.module:attribute, found like `vidnexus run` finds it) or APP@SLO_MS "
                                    "when its workers run with --slo-ms; repeatable, with or without -s."),
     device: str = typer.Option("cpu", help="cpu or cuda:N"),
-    policy: str = typer.Option("early_drop", help="Batching policy: early_drop, lazy_drop or fifo."),
+    policy: str = typer.Option("early_rescue", help="Batching policy: early_rescue (early drop that serves a "
+                              "head it can still serve when no backlog stands behind it), early_drop (Nexus's), "
+                              "lazy_drop or fifo."),
     order: str = typer.Option("laxity", help="Which session's batch runs next: laxity (the one whose head "
                               "request must start soonest) or round-robin (Nexus's duty cycle)."),
     weights: list[str] = typer.Option([], help="MODEL=PATH of a local state_dict with real weights."),

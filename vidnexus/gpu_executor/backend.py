@@ -46,7 +46,7 @@ class SessionSpec:
     session_id: str
     model: str
     slo_s: float
-    policy: PolicyName = "early_drop"
+    policy: PolicyName = "early_rescue"
     max_queue: int = 4096
     background: bool = False
 

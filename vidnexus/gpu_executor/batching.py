@@ -25,7 +25,7 @@ from vidnexus.contracts.profile import Profile
 
 __all__ = ["BatchDecision", "BatchPolicy", "PolicyName", "drop_reason"]
 
-PolicyName = Literal["early_drop", "lazy_drop", "fifo"]
+PolicyName = Literal["early_drop", "early_rescue", "lazy_drop", "fifo"]
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,13 @@ Example:
     >>> make_policy("early_drop").decide([0.030, 0.100, 0.100, 0.100], now=0.0, target=3, profile=p)
     BatchDecision(drop=1, take=3)
     >>> sorted(POLICIES)
-    ['early_drop', 'fifo', 'lazy_drop']
+    ['early_drop', 'early_rescue', 'fifo', 'lazy_drop']
 """
 
 from __future__ import annotations
 
 from vidnexus.gpu_executor.batching import BatchPolicy, PolicyName
-from vidnexus.gpu_executor.early_drop import EarlyDrop
+from vidnexus.gpu_executor.early_drop import EarlyDrop, EarlyRescue
 from vidnexus.gpu_executor.fifo import NoDropFifo
 from vidnexus.gpu_executor.lazy_drop import LazyDrop
 
@@ -24,6 +24,7 @@ __all__ = ["POLICIES", "make_policy"]
 
 POLICIES: dict[str, type[BatchPolicy]] = {
     "early_drop": EarlyDrop,
+    "early_rescue": EarlyRescue,
     "lazy_drop": LazyDrop,
     "fifo": NoDropFifo,
 }

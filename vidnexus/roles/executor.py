@@ -156,7 +156,7 @@ class ExecutorRole:
     """
 
     def __init__(self, settings: Settings, sessions: Sequence[SessionKey], *, bus: Bus, clock: Clock | None = None,
-                 device: str = "cpu", policy: PolicyName = "early_drop", load: LoadModels | None = None,
+                 device: str = "cpu", policy: PolicyName = "early_rescue", load: LoadModels | None = None,
                  executor_id: str | None = None, stats_every_s: float = 5.0, follow_plans: bool = True,
                  retire_after_epochs: int = 3, retire_after_s: float = 30.0, metrics: ExecutorMetrics | None = None, workers: int = 2,
                  inputs: Callable[[str], Callable[[Any], Any] | None] | None = None,
