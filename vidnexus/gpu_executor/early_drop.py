@@ -79,9 +79,7 @@ def _rescued(deadlines: Sequence[float], i: int, now: float, profile: Profile) -
     """The largest batch from ``deadlines[i]`` (the rest of the queue is one window) that the head
     can wait for and after which the rest still meet their deadlines as one batch; 0 if none."""
     window = len(deadlines) - i
-    r = window - 1
-    while r >= 1 and deadlines[i] < now + profile.latency(r):
-        r -= 1
+    r = profile.max_batch_within(deadlines[i] - now, cap=window - 1) if window > 1 else 0
     if r < 1:
         return 0
     done = now + profile.latency(r)
