@@ -124,6 +124,9 @@ def test_quick_run_writes_the_json(name, tmp_path):
         assert isinstance(s["all_meet_target"], bool)
         for r in doc["results"]:
             assert r["frames_accounted"] == r["frames_sent"] > 0, r
+    if name in ("peers", "peers-real"):  # vnx-kafka's executor took its topics with it
+        left = {k: v for k, v in doc["summary"].items() if k.endswith("vnx_kafka_topics_left")}
+        assert len(left) == (1 if name == "peers" else 2) and set(left.values()) == {0}, left
     if name == "peers-real":  # both real models, every system measured on each, each from its package file
         assert {(r["model"], r["system"]) for r in doc["results"]} == {
             (m, s) for m in ("hud_text", "pose_landmarks") for s in ("vnx-inproc", "vnx-kafka", "triton", "ray-handle")}

@@ -374,6 +374,7 @@ class KafkaExecutor:
                    VNX_DATA_DIR=str(data), VNX_WORK_DIR=str(work))
         self.log_path = work / f"{w.key}-vnx-kafka-executor.log"
         self._log = open(self.log_path, "w")
+        self.topics_left: int | None = None  # set by close
         self.proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         assert self.proc.stderr is not None
         deadline = time.monotonic() + 300
@@ -428,6 +429,11 @@ class KafkaExecutor:
                 self.proc.kill()
         self.bus.close()
         self._log.close()
+        # The run's topics (requests and their background twins per session, stats, dead letters)
+        # go with it; left, they filled the test broker with 3,288 topics over 153 runs (2026-11-28).
+        from vidnexus.benchmarks.broker_topics import BrokerTopics
+
+        self.topics_left = BrokerTopics(self.settings.kafka_bootstrap).delete_prefix(self.settings.topic_prefix)
 
 
 MIDDLE = (8, 0.005)
@@ -598,6 +604,7 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
     summary["vnx_kafka_over_inproc_min"] = min(vs_inproc.values(), default=None)
     summary["vnx_kafka_over_best_peer_by_cell"] = vs_peer
     summary["vnx_kafka_over_inproc_by_cell"] = vs_inproc
+    summary["vnx_kafka_topics_left"] = kx.topics_left  # the run's topics the broker still lists after close
     if multi:
         mb = {s: best.get((s, "multi", None), {}).get("goodput") for s in ["vnx-inproc", "vnx-kafka", *systems]}
         peer_best = max((v for k, v in mb.items() if not k.startswith("vnx") and v), default=0)

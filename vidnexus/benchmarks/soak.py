@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
 from vidnexus.benchmarks.app_deployment import RenderedFrame
+from vidnexus.benchmarks.broker_topics import BrokerTopics, delete_topics
 from vidnexus.benchmarks.machine import machine_info
 from vidnexus.errors import VidnexusError
 
@@ -175,23 +176,6 @@ def _sample_role(pid: int) -> RoleSample | None:
     return RoleSample(rss, fds, n)
 
 
-class _TopicCounter:
-    """The broker's topics, through an admin client of its own."""
-
-    def __init__(self, bootstrap: str) -> None:
-        from confluent_kafka.admin import AdminClient
-
-        self._admin = AdminClient({"bootstrap.servers": bootstrap})
-
-    def names(self) -> set[str]:
-        return set(self._admin.list_topics(timeout=10).topics)
-
-    def count(self, prefix: str) -> tuple[int, int]:
-        """(topics on the broker, topics under ``prefix``)."""
-        names = self.names()
-        return len(names), sum(1 for n in names if n.startswith(prefix + "."))
-
-
 # -- the run -----------------------------------------------------------------------------------
 def _interval_attainment(store: Any, where: str, t0_wall: float, every_s: float, slo_ms: float,
                          ) -> dict[int, tuple[int, int]]:
@@ -204,7 +188,7 @@ def _interval_attainment(store: Any, where: str, t0_wall: float, every_s: float,
     return {int(i): (int(n), int(ok)) for i, n, ok in rows}
 
 
-def _samples_until(seconds: float, every_s: float, t0: float, roles: dict[str, int], topics: _TopicCounter,
+def _samples_until(seconds: float, every_s: float, t0: float, roles: dict[str, int], topics: BrokerTopics,
                    prefix: str, console: Any) -> list[dict[str, Any]]:
     """Sample at ``t0 + i * every_s`` up to ``seconds`` into the run."""
     samples: list[dict[str, Any]] = []
@@ -279,7 +263,7 @@ def run(quick: bool, console: Any, *, seconds: float | None = None,
                for s in spec.streams(n, cycle_s, spec.source_fps, SAMPLE_FPS)[:n]]  # synthetic cameras only
     console.print(f"soak: rendering {cycle_s:g} s of {n} cameras at {SAMPLE_FPS:g} frames/s …")
     cycle = render(sources, SAMPLE_FPS, APP)
-    topics = _TopicCounter(settings.kafka_bootstrap)
+    topics = BrokerTopics(settings.kafka_bootstrap)
     d = deploy(settings.kafka_bootstrap, settings.clickhouse_url, APP_REFS[APP],
                [f"{m}:{s:g}" for m, s in slos.items()], prefix=prefix)
     published: list[float] = []
@@ -318,7 +302,7 @@ def run(quick: bool, console: Any, *, seconds: float | None = None,
     time.sleep(2.0)  # the worker's client deletes its reply topic as it stops
     left = {t for t in topics.names() if t.startswith(prefix + ".")}
     reply_left = sorted(t for t in left if t.startswith(f"{prefix}.replies."))
-    _delete_topics(settings.kafka_bootstrap, left)  # the run's own topics go with it
+    delete_topics(settings.kafka_bootstrap, left)  # the run's own topics go with it
 
     role_results = _role_results(samples, roles, warmup_s)
     own = [s["own_topics"] for s in samples if s["own_topics"] >= 0]
@@ -356,21 +340,3 @@ def run(quick: bool, console: Any, *, seconds: float | None = None,
                        "sessions": {m: s for m, s in slos.items()}, "roles": sorted(roles),
                        "broker": settings.kafka_bootstrap, "topic_prefix": prefix},
             "results": results, "summary": summary}
-
-
-def _delete_topics(bootstrap: str, names: Iterable[str]) -> None:
-    """Delete the run's own topics (best effort: a broker that does not answer keeps them)."""
-    from vidnexus.connectors.confluent_bus import ConfluentBus
-
-    names = list(names)
-    if not names:
-        return
-    bus = ConfluentBus(bootstrap, timeout_s=10)
-    try:
-        for name in names:
-            try:
-                bus.delete_topic(name)
-            except VidnexusError:
-                pass
-    finally:
-        bus.close()
