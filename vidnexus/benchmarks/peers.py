@@ -483,7 +483,8 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
 
     runner = w.runner("m", threads)
     x = w.converter("m")(w.image)
-    prof, _ = profile_runner(runner, lambda: x, [1, 2, 4, 8, 16, 32], repeats=3, warmup=2)
+    repeats, warmup = (1, 1) if quick else (3, 2)  # quick: a coarse profile (peers-real's OCR: 1.5 s a batch of 32)
+    prof, _ = profile_runner(runner, lambda: x, [1, 2, 4, 8, 16, 32], repeats=repeats, warmup=warmup)
     console.print(f"model: {escape(w.title)}, {threads} thread; batch 1 {prof.latency(1) * 1000:.1f} ms, "
                   f"batch 32 {prof.latency(32) * 1000:.1f} ms")
     results: list[dict[str, Any]] = []

