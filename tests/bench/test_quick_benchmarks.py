@@ -12,7 +12,9 @@ import pytest
 from vidnexus.benchmarks import BENCHMARKS
 
 SUMMARY_KEYS = {
-    "drop-policies": {"early_over_lazy_poisson_min", "early_over_lazy_poisson_max"},
+    "drop-policies": {"early_over_lazy_poisson_min", "early_over_lazy_poisson_max", "rescue_over_early_poisson_min",
+                      "rescue_over_early_bus_min", "real_rescue_over_early", "cpu_poisson_rescue_over_early",
+                      "cpu_bus_rescue_over_early", "cpu_bus_over_poisson_early_rescue"},
     "prefix": {"goodput_ratio_k8", "memory_ratio_k8"},
     "multiplex": {"duty_cycle_over_threads_min", "duty_cycle_over_threads_max"},
     "scheduler": {"mean_devices_over_lower_bound", "mean_devices_over_optimal_small", "oblivious_over_squishy",

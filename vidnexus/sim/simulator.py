@@ -69,7 +69,10 @@ def simulate(
     until_s: float | None = None,
 ) -> SimResult:
     """Run ``trace`` through one simulated device (until it is served, or until ``until_s``: no
-    batch starts after it, and requests still queued then are counted in ``unfinished``).
+    batch starts after it, and requests still queued then are counted in ``unfinished``). A reply
+    is on time when it is back by its arrival's due time (over a bus, :func:`~vidnexus.sim.loadgen.over_bus`:
+    the batch's end plus the reply's time back within the SLO from when it was sent); the policies
+    see only each request's deadline, as the executor does.
 
     Args:
         noise_cv: coefficient of variation of the simulated batch latency (0 = exact profile).
@@ -82,6 +85,7 @@ def simulate(
     res = SimResult(per_session={s.session_id: Counter() for s in sessions})
     arrival_t: dict[int, float] = {}
     deadline: dict[int, float] = {}
+    due: dict[int, float] = {}  # when the caller needs the reply back (over a bus: past the deadline)
     sid_of: dict[int, str] = {}
     t, i, n = 0.0, 0, len(trace)
 
@@ -93,7 +97,9 @@ def simulate(
         while i < n and trace[i].t <= t:
             a = trace[i]
             rid = i
-            arrival_t[rid], deadline[rid], sid_of[rid] = a.t, a.t + slo[a.session_id], a.session_id
+            budget = slo[a.session_id] if a.budget_s is None else a.budget_s
+            arrival_t[rid], deadline[rid], sid_of[rid] = a.t, a.t + budget, a.session_id
+            due[rid] = (a.t + a.due_s if a.due_s is not None else deadline[rid]) - a.reply_s
             res.requests += 1
             shed = core.enqueue(a.session_id, rid, deadline[rid], a.t)
             if shed is not None:
@@ -123,7 +129,7 @@ def simulate(
             res.replies += 1
             lat = t - arrival_t[rid]
             res.latencies.append(lat)
-            if t <= deadline[rid] + 1e-12:
+            if t <= due[rid] + 1e-12:
                 res.on_time += 1
                 res.per_session[sid_of[rid]]["on_time"] += 1
             else:
