@@ -52,7 +52,30 @@ export VNX_KAFKA_BOOTSTRAP=${VNX_KAFKA_BOOTSTRAP:-127.0.0.1:19092}
 export VNX_CLICKHOUSE_URL=${VNX_CLICKHOUSE_URL:-clickhouse://default:@127.0.0.1:19000/default}
 export VNX_REQUIRE_SERVICES=1   # integration tests fail (never skip) when a service is missing
 
-cleanup() { "$venv/bin/vidnexus" services down || true; }
+# The models the project trains itself (traffic's car colours, dance's pose regressor, game's digit
+# reader and glyph models: about 4 minutes on 2 cores) are seeded from a cache keyed by the hash of
+# everything their training reads: the locks (torch, OpenCV), the code that renders their data and
+# trains them, the hand labels and the real footage. Any change there trains afresh (and stores
+# the result under the new key when the run ends), as a changed lock builds a new virtualenv.
+model_key=$( (sha256sum requirements.lock requirements-files.lock tests/data/hand_counts.json \
+                ../shared/data/real/*.mp4 2>/dev/null || true;
+              git ls-files -z vidnexus/apps vidnexus/training vidnexus/streams vidnexus/operators vidnexus/contracts \
+                vidnexus/clock.py vidnexus/errors.py vidnexus/config.py vidnexus/gpu_executor/catalog.py \
+                vidnexus/gpu_executor/preprocess.py vidnexus/gpu_executor/profiler.py vidnexus/gpu_executor/zoo.py \
+                vidnexus/gpu_executor/prefix.py | xargs -0 sha256sum) | sha256sum | cut -c1-16)
+model_cache=${VNX_CACHE_DIR:-$HOME/.cache/vidnexus}/models-$model_key
+mkdir -p "$VNX_DATA_DIR/models"
+if [ -d "$model_cache" ]; then
+  cp -pn "$model_cache"/* "$VNX_DATA_DIR/models/" 2>/dev/null || true
+  echo "test: trained models from $model_cache"
+fi
+save_models() {  # what this run trained, for the next run with the same key (the last 3 keys kept)
+  [ -n "$(ls -A "$VNX_DATA_DIR/models" 2>/dev/null)" ] || return 0
+  mkdir -p "$model_cache" && cp -pn "$VNX_DATA_DIR/models"/* "$model_cache/" 2>/dev/null
+  ls -dt "${model_cache%-*}"-???????????????? 2>/dev/null | tail -n +4 | xargs -r rm -rf
+}
+
+cleanup() { "$venv/bin/vidnexus" services down || true; save_models || true; }
 trap cleanup EXIT
 "$venv/bin/vidnexus" services up
 echo "test: services up after $(( $(date +%s) - start )) s"

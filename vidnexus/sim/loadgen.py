@@ -69,7 +69,8 @@ def merge(*traces: Sequence[Arrival]) -> list[Arrival]:
 
 @dataclass(frozen=True)
 class Hop:
-    """The way in over a bus, for the simulator (:func:`over_bus`).
+    """A request's way to the executor over a bus and its reply's way back, for the simulator
+    (:func:`over_bus`).
 
     Each request reaches the executor a lognormal delay after it was sent (``median_s``, ``p99_s``),
     never before the request its session sent before it (a partition keeps order). Pauses (a
