@@ -54,6 +54,10 @@ def _sim_goodput(policy: str, prof: Profile, slo_s: float, kind: str, duration_s
     return goodput(frac, lo, hi, tol=0.005)
 
 
+def _ratio(a: float, b: float) -> float | None:
+    return round(a / b, 3) if b else None
+
+
 CPU_SLO_S = 0.050
 """The SLO of the simulator's run on the real part's profile: bench peers' tightest, where a
 request's hop over the bus is a large share of its budget."""
@@ -159,9 +163,9 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         "real_early_over_lazy": round(g["early_drop"] / g["lazy_drop"], 3) if g["lazy_drop"] else None,
         "real_early_over_fifo": round(g["early_drop"] / g["fifo"], 3) if g["fifo"] else None,
         "real_rescue_over_early": round(g["early_rescue"] / g["early_drop"], 3) if g["early_drop"] else None,
-        "cpu_poisson_rescue_over_early": round(cg["poisson"]["early_rescue"] / cg["poisson"]["early_drop"], 3),
-        "cpu_bus_rescue_over_early": round(cg["bus"]["early_rescue"] / cg["bus"]["early_drop"], 3),
-        "cpu_bus_over_poisson_early_rescue": round(cg["bus"]["early_rescue"] / cg["poisson"]["early_rescue"], 3),
+        "cpu_poisson_rescue_over_early": _ratio(cg["poisson"]["early_rescue"], cg["poisson"]["early_drop"]),
+        "cpu_bus_rescue_over_early": _ratio(cg["bus"]["early_rescue"], cg["bus"]["early_drop"]),
+        "cpu_bus_over_poisson_early_rescue": _ratio(cg["bus"]["early_rescue"], cg["poisson"]["early_rescue"]),
     }
     console.print(f"summary: {summary}  ({time.perf_counter() - t0:.0f} s)")
     return {"name": "drop-policies", "machine": machine_info(),
