@@ -136,30 +136,30 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     for kind in KINDS:
         for a in alphas:
             g = {p: sim_goodput(p, a, kind, duration, seeds) for p in POLICIES}
-            ratio = g["early_drop"] / g["lazy_drop"] if g["lazy_drop"] else float("inf")
-            gain = g["early_rescue"] / g["early_drop"] if g["early_drop"] else float("inf")
+            ratio = _ratio(g["early_drop"], g["lazy_drop"])  # None where the denominator served nothing
+            gain = _ratio(g["early_rescue"], g["early_drop"])  # (bus at α 0.2: ℓ(1) is most of the budget)
             results.append({"part": "sim", "arrivals": kind, "alpha_ms": a, "beta_ms": 50 - 25 * a,
                             **{f"goodput_{p}": round(v, 1) for p, v in g.items()},
-                            "early_over_lazy": round(ratio, 3), "rescue_over_early": round(gain, 3)})
-            table.add_row(kind, f"{a:.1f}", f"{50 - 25 * a:.0f}", *[f"{g[p]:.0f}" for p in POLICIES], f"{ratio:.2f}",
-                          f"{gain:.2f}")
+                            "early_over_lazy": ratio, "rescue_over_early": gain})
+            table.add_row(kind, f"{a:.1f}", f"{50 - 25 * a:.0f}", *[f"{g[p]:.0f}" for p in POLICIES],
+                          "—" if ratio is None else f"{ratio:.2f}", "—" if gain is None else f"{gain:.2f}")
     console.print(table)
     console.print("real executor on this CPU:")
     real = _real_part(quick, console)
     cpu = _cpu_part(Profile.from_dict(real["profile"]), duration, seeds, console)
     cg = cpu["goodput_by_arrivals"]
-    poisson = [r["early_over_lazy"] for r in results if r["arrivals"] == "poisson"]
+    poisson = [r["early_over_lazy"] for r in results if r["arrivals"] == "poisson" and r["early_over_lazy"] is not None]
     g = real["goodput_by_policy"]
 
     def rescue(kind: str) -> list[float]:
-        return [r["rescue_over_early"] for r in results if r["arrivals"] == kind]
+        return [r["rescue_over_early"] for r in results if r["arrivals"] == kind and r["rescue_over_early"] is not None]
 
     summary = {
-        "early_over_lazy_poisson_min": min(poisson),
-        "early_over_lazy_poisson_max": max(poisson),
-        "rescue_over_early_poisson_min": min(rescue("poisson")),
-        "rescue_over_early_bus_min": min(rescue("bus")),
-        "rescue_over_early_bus_max": max(rescue("bus")),
+        "early_over_lazy_poisson_min": min(poisson, default=None),
+        "early_over_lazy_poisson_max": max(poisson, default=None),
+        "rescue_over_early_poisson_min": min(rescue("poisson"), default=None),
+        "rescue_over_early_bus_min": min(rescue("bus"), default=None),
+        "rescue_over_early_bus_max": max(rescue("bus"), default=None),
         "real_early_over_lazy": round(g["early_drop"] / g["lazy_drop"], 3) if g["lazy_drop"] else None,
         "real_early_over_fifo": round(g["early_drop"] / g["fifo"], 3) if g["fifo"] else None,
         "real_rescue_over_early": round(g["early_rescue"] / g["early_drop"], 3) if g["early_drop"] else None,
