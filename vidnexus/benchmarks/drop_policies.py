@@ -148,21 +148,21 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     real = _real_part(quick, console)
     cpu = _cpu_part(Profile.from_dict(real["profile"]), duration, seeds, console)
     cg = cpu["goodput_by_arrivals"]
-    poisson = [r["early_over_lazy"] for r in results if r["arrivals"] == "poisson" and r["early_over_lazy"] is not None]
     g = real["goodput_by_policy"]
 
-    def rescue(kind: str) -> list[float]:
-        return [r["rescue_over_early"] for r in results if r["arrivals"] == kind and r["rescue_over_early"] is not None]
+    def defined(key: str, kind: str) -> list[float]:
+        """The simulator's ``key`` ratios for ``kind`` arrivals, where both goodputs were above 0."""
+        return [r[key] for r in results if r["arrivals"] == kind and r[key] is not None]
 
     summary = {
-        "early_over_lazy_poisson_min": min(poisson, default=None),
-        "early_over_lazy_poisson_max": max(poisson, default=None),
-        "rescue_over_early_poisson_min": min(rescue("poisson"), default=None),
-        "rescue_over_early_bus_min": min(rescue("bus"), default=None),
-        "rescue_over_early_bus_max": max(rescue("bus"), default=None),
-        "real_early_over_lazy": round(g["early_drop"] / g["lazy_drop"], 3) if g["lazy_drop"] else None,
-        "real_early_over_fifo": round(g["early_drop"] / g["fifo"], 3) if g["fifo"] else None,
-        "real_rescue_over_early": round(g["early_rescue"] / g["early_drop"], 3) if g["early_drop"] else None,
+        "early_over_lazy_poisson_min": min(defined("early_over_lazy", "poisson"), default=None),
+        "early_over_lazy_poisson_max": max(defined("early_over_lazy", "poisson"), default=None),
+        "rescue_over_early_poisson_min": min(defined("rescue_over_early", "poisson"), default=None),
+        "rescue_over_early_bus_min": min(defined("rescue_over_early", "bus"), default=None),
+        "rescue_over_early_bus_max": max(defined("rescue_over_early", "bus"), default=None),
+        "real_early_over_lazy": _ratio(g["early_drop"], g["lazy_drop"]),
+        "real_early_over_fifo": _ratio(g["early_drop"], g["fifo"]),
+        "real_rescue_over_early": _ratio(g["early_rescue"], g["early_drop"]),
         "cpu_poisson_rescue_over_early": _ratio(cg["poisson"]["early_rescue"], cg["poisson"]["early_drop"]),
         "cpu_bus_rescue_over_early": _ratio(cg["bus"]["early_rescue"], cg["bus"]["early_drop"]),
         "cpu_bus_over_poisson_early_rescue": _ratio(cg["bus"]["early_rescue"], cg["poisson"]["early_rescue"]),

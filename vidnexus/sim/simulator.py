@@ -84,7 +84,6 @@ def simulate(
     rng = random.Random(seed)
     res = SimResult(per_session={s.session_id: Counter() for s in sessions})
     arrival_t: dict[int, float] = {}
-    deadline: dict[int, float] = {}
     due: dict[int, float] = {}  # when the caller needs the reply back (over a bus: past the deadline)
     sid_of: dict[int, str] = {}
     t, i, n = 0.0, 0, len(trace)
@@ -97,11 +96,11 @@ def simulate(
         while i < n and trace[i].t <= t:
             a = trace[i]
             rid = i
-            budget = slo[a.session_id] if a.budget_s is None else a.budget_s
-            arrival_t[rid], deadline[rid], sid_of[rid] = a.t, a.t + budget, a.session_id
-            due[rid] = (a.t + a.due_s if a.due_s is not None else deadline[rid]) - a.reply_s
+            deadline = a.t + (slo[a.session_id] if a.budget_s is None else a.budget_s)
+            arrival_t[rid], sid_of[rid] = a.t, a.session_id
+            due[rid] = (a.t + a.due_s if a.due_s is not None else deadline) - a.reply_s
             res.requests += 1
-            shed = core.enqueue(a.session_id, rid, deadline[rid], a.t)
+            shed = core.enqueue(a.session_id, rid, deadline, a.t)
             if shed is not None:
                 record_drop(shed.session_id, shed.reason)
             i += 1
