@@ -42,6 +42,13 @@ class Settings(BaseSettings):
     bus of embedded mode (a decoder's YUV planes or BGR: nothing encoded by ingest and decoded by the
     worker for nothing; JPEG for a frame larger than the bus's message limit); ``jpeg`` — always."""
 
+    kafka_linger_ms: float | None = Field(default=None, ge=0, le=1000)
+    """How long the Kafka producer waits to batch records before it sends (``linger.ms``): None
+    keeps each driver's default (confluent 0.5 ms, kafka-python 2 ms). 0 sends every record at once:
+    a shorter round trip at low rates (with librdkafka a linger of 0.1 ms measured like 0.5 ms, not
+    like 0), more broker CPU and a longer tail at high rates, where a linger lets records share a
+    request (docs/development.md)."""
+
     kafka_bootstrap: str = "127.0.0.1:19092"
     """Kafka bootstrap servers, ``host:port[,host:port]`` (the local dev broker listens on 19092)."""
 

@@ -35,6 +35,27 @@ def test_round_trip_keeps_per_key_order_across_partitions(kafka_bus, topic):
     assert all(dict(m.headers)["n"] == m.value for m in msgs)
 
 
+@pytest.mark.parametrize("linger_ms", [None, 0.0, 3.0])
+def test_the_producer_linger_comes_from_the_settings_and_records_flow_at_each(kafka_bootstrap, kafka_driver, topic,
+                                                                               linger_ms):
+    from vidnexus.config import Settings
+    from vidnexus.connectors.factory import open_bus
+
+    bus = open_bus(Settings(bus="kafka", kafka_driver=kafka_driver, kafka_bootstrap=kafka_bootstrap,
+                            kafka_linger_ms=linger_ms))
+    try:
+        assert bus.linger_ms == (linger_ms if linger_ms is not None else {"confluent": 0.5, "kafka-python": 2.0}[kafka_driver])
+        bus.create_topic(topic, partitions=1)
+        for i in range(50):
+            bus.publish(topic, b"k", str(i).encode())
+        bus.flush()
+        c = bus.subscribe([topic], group=f"g-{uuid.uuid4().hex[:6]}")
+        assert [int(m.value) for m in drain(c, 50)] == list(range(50))
+        c.close()
+    finally:
+        bus.close()
+
+
 def test_create_topic_is_idempotent(kafka_bus, topic):
     kafka_bus.create_topic(topic, partitions=2)
     kafka_bus.create_topic(topic, partitions=2)

@@ -17,7 +17,8 @@ def test_overrides_beat_env(monkeypatch):
 
 
 @pytest.mark.parametrize("var, value", [("VNX_BUS", "rabbit"), ("VNX_CONNECT_TIMEOUT_S", "-1"),
-                                        ("VNX_TOPIC_PREFIX", "bad prefix!")])
+                                        ("VNX_TOPIC_PREFIX", "bad prefix!"), ("VNX_KAFKA_LINGER_MS", "-0.5"),
+                                        ("VNX_KAFKA_LINGER_MS", "soon")])
 def test_invalid_values_name_the_variable(monkeypatch, var, value):
     monkeypatch.setenv(var, value)
     with pytest.raises(ConfigError, match=var):

@@ -84,6 +84,7 @@ class ConfluentBus:
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
         self.max_message_bytes = max_message_bytes
+        self.linger_ms = linger_ms
         self._common: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": _LOG,
                                         "socket.connection.setup.timeout.ms": int(max(timeout_s, 1.0) * 1000),
                                         "reconnect.backoff.max.ms": 1000}

@@ -9,7 +9,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vidnexus.connectors.bus import Bus
 from vidnexus.connectors.store import Store
@@ -27,13 +27,15 @@ def open_bus(settings: "Settings") -> Bus:
         ConnectorError: the Kafka broker cannot be reached within ``connect_timeout_s``.
     """
     if settings.bus == "kafka":
+        # Unset: each driver's own default linger.
+        linger: dict[str, Any] = {} if settings.kafka_linger_ms is None else {"linger_ms": settings.kafka_linger_ms}
         if settings.kafka_driver == "kafka-python":
             from vidnexus.connectors.kafka_bus import KafkaBus
 
-            return KafkaBus(settings.kafka_bootstrap, timeout_s=settings.connect_timeout_s)
+            return KafkaBus(settings.kafka_bootstrap, timeout_s=settings.connect_timeout_s, **linger)
         from vidnexus.connectors.confluent_bus import ConfluentBus
 
-        return ConfluentBus(settings.kafka_bootstrap, timeout_s=settings.connect_timeout_s)
+        return ConfluentBus(settings.kafka_bootstrap, timeout_s=settings.connect_timeout_s, **linger)
     from vidnexus.connectors.memory_bus import MemoryBus
 
     return MemoryBus()

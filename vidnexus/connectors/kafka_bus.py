@@ -43,7 +43,8 @@ class KafkaBus:
     """
 
     def __init__(
-        self, bootstrap: str, *, timeout_s: float = 5.0, max_message_bytes: int = 8 * 1024 * 1024
+        self, bootstrap: str, *, timeout_s: float = 5.0, max_message_bytes: int = 8 * 1024 * 1024,
+        linger_ms: float = 2.0,
     ) -> None:
         from kafka import KafkaAdminClient, KafkaProducer
         from kafka.errors import KafkaConfigurationError, KafkaError
@@ -59,12 +60,13 @@ class KafkaBus:
             reconnect_backoff_max_ms=1000,
         )
         self._common = common
+        self.linger_ms = linger_ms
         try:
             self._admin = KafkaAdminClient(client_id="vnx-admin", **common)
             self._producer = KafkaProducer(
                 client_id="vnx-producer",
                 acks="all",
-                linger_ms=2,
+                linger_ms=linger_ms,
                 max_request_size=max_message_bytes,
                 max_block_ms=int(timeout_s * 1000),
                 **common,
