@@ -346,7 +346,7 @@ class KafkaExecutor:
     sends requests through an ExecutorClient."""
 
     def __init__(self, w: Workload, mix_sets: Sequence[Sequence[tuple[float, float]]], threads: int,
-                 work: Path, copies: int) -> None:
+                 work: Path, copies: int, linger_ms: float | None = None) -> None:
         from vidnexus.config import Settings, load_settings
         from vidnexus.connectors.factory import open_bus
         from vidnexus.gpu_executor.client import ExecutorClient
@@ -364,7 +364,10 @@ class KafkaExecutor:
                 repo.register(ModelSpec(n, f"torchscript:{w.model_file}", SHAPE, description="vidnexus bench peers",
                                         images="rgb"))
         prefix = f"peers{uuid.uuid4().hex[:8]}"
-        self.settings = Settings(bus="kafka", kafka_bootstrap=base.kafka_bootstrap, topic_prefix=prefix, data_dir=data)
+        # The producers' linger (``VNX_KAFKA_LINGER_MS``) of the client and the executor alike; None:
+        # the driver's default, whatever the environment says.
+        self.settings = Settings(bus="kafka", kafka_bootstrap=base.kafka_bootstrap, topic_prefix=prefix, data_dir=data,
+                                 kafka_linger_ms=linger_ms)
         self.bus = open_bus(self.settings)  # a clear error now if no broker
         sessions = sorted({(self.names[k], slo) for mix in mix_sets for k, (_, slo) in enumerate(mix)})
         args = [sys.executable, "-m", "vidnexus", "executor", "--id", "peers", "--threads", str(threads)]
@@ -372,6 +375,9 @@ class KafkaExecutor:
             args += ["-s", f"{n}:{slo * 1000:g}"]
         env = dict(os.environ, VNX_BUS="kafka", VNX_KAFKA_BOOTSTRAP=base.kafka_bootstrap, VNX_TOPIC_PREFIX=prefix,
                    VNX_DATA_DIR=str(data), VNX_WORK_DIR=str(work))
+        env.pop("VNX_KAFKA_LINGER_MS", None)
+        if linger_ms is not None:
+            env["VNX_KAFKA_LINGER_MS"] = str(linger_ms)
         self.log_path = work / f"{w.key}-vnx-kafka-executor.log"
         self._log = open(self.log_path, "w")
         self.topics_left: int | None = None  # set by close
@@ -434,6 +440,25 @@ class KafkaExecutor:
         from vidnexus.benchmarks.broker_topics import BrokerTopics
 
         self.topics_left = BrokerTopics(self.settings.kafka_bootstrap).delete_prefix(self.settings.topic_prefix)
+
+
+KAFKA_GRID: list[dict[str, Any]] = [{}, {"linger_ms": 0.0}]
+"""vnx-kafka's knob settings (quick runs: the first): the drivers' default producer linger, and none
+(``VNX_KAFKA_LINGER_MS=0``: each request and reply sent at once, a shorter round trip at these rates,
+more broker CPU per record; docs/development.md)."""
+
+
+def _knobs_text(knobs: dict[str, Any]) -> str:
+    """A knob setting for the table: a peer's ``b8 w5ms``, vnx-kafka's ``linger 0ms``, ``-`` for none.
+
+    >>> _knobs_text({"max_batch": 8, "wait_ms": 5.0}), _knobs_text({"linger_ms": 0.0}), _knobs_text({})
+    ('b8 w5ms', 'linger 0ms', '-')
+    """
+    if "max_batch" in knobs:
+        return f"b{knobs['max_batch']} w{knobs['wait_ms']:g}ms"
+    if "linger_ms" in knobs:
+        return f"linger {knobs['linger_ms']:g}ms"
+    return "-"
 
 
 MIDDLE = (8, 0.005)
@@ -534,17 +559,21 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
         # reason the default differs from the paper; not a peer, not in the summary's ratios).
         measure("vnx-inproc-rr", "multi", _vnx_inproc(w, three, prof, mix3, order="round_robin"), mix3)
 
-    # vidnexus behind Kafka.
-    kx = KafkaExecutor(w, [[(1.0, s)] for s in slos] + ([mix3] if multi else []), threads, work,
-                       copies=len(mix3) if multi else 1)
-    try:
-        warm_mix = mix3 if multi else [(1.0, max(slos))]
-        warm_up(kx.replayer(warm_mix), warm_mix)
-        singles("vnx-kafka", kx.replayer)
-        if multi:
-            measure("vnx-kafka", "multi", kx.replayer(mix3), mix3)
-    finally:
-        kx.close()
+    # vidnexus behind Kafka, over its knob grid as each peer is over its own: the producers' linger
+    # (the driver's default, and 0 — the client's requests and the executor's replies sent at once).
+    topics_left: int | None = 0  # None: a close could not tell
+    for kafka_knobs in KAFKA_GRID[:1] if quick else KAFKA_GRID:
+        kx = KafkaExecutor(w, [[(1.0, s)] for s in slos] + ([mix3] if multi else []), threads, work,
+                           copies=len(mix3) if multi else 1, linger_ms=kafka_knobs.get("linger_ms"))
+        try:
+            warm_mix = mix3 if multi else [(1.0, max(slos))]
+            warm_up(kx.replayer(warm_mix), warm_mix)
+            singles("vnx-kafka", kx.replayer, kafka_knobs)
+            if multi:
+                measure("vnx-kafka", "multi", kx.replayer(mix3), mix3, kafka_knobs)
+        finally:
+            kx.close()
+            topics_left = None if topics_left is None or kx.topics_left is None else topics_left + kx.topics_left
 
     # The peers, each knob setting in its own server (three models: a server with three copies).
     for system in systems:
@@ -572,7 +601,7 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
     for (system, scenario, slo), r in sorted(best.items(), key=lambda kv: (kv[0][1], kv[0][2] or 0, kv[0][0])):
         ref = best.get(("vnx-inproc", scenario, slo))
         ratio = round(ref["goodput"] / r["goodput"], 2) if ref and r["goodput"] > 0 else None
-        knobs = f"b{r['knobs']['max_batch']} w{r['knobs']['wait_ms']:g}ms" if r["knobs"] else "-"
+        knobs = _knobs_text(r["knobs"])
         table.add_row(system, scenario, str(slo or "50/100/200"), knobs, f"{r['goodput']:.1f}",
                       str(r.get("p50_ms")), str(r.get("p99_ms")), str(ratio))
     console.print(table)
@@ -605,7 +634,7 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
     summary["vnx_kafka_over_inproc_min"] = min(vs_inproc.values(), default=None)
     summary["vnx_kafka_over_best_peer_by_cell"] = vs_peer
     summary["vnx_kafka_over_inproc_by_cell"] = vs_inproc
-    summary["vnx_kafka_topics_left"] = kx.topics_left  # the run's topics the broker still lists after close
+    summary["vnx_kafka_topics_left"] = topics_left  # the run's topics the broker still lists after close
     if multi:
         mb = {s: best.get((s, "multi", None), {}).get("goodput") for s in ["vnx-inproc", "vnx-kafka", *systems]}
         peer_best = max((v for k, v in mb.items() if not k.startswith("vnx") and v), default=0)
@@ -614,8 +643,8 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
         summary["multi_laxity_over_round_robin"] = round(mb["vnx-inproc"] / rr, 3) if rr and mb["vnx-inproc"] else None
     config = {"model": w.title, "threads_per_server": threads, "malloc": dict(ALLOCATOR_ENV),
               "image": list(w.image.shape), "slos_ms": [round(s * 1000) for s in slos],
-              "knob_grid": {k: [{"max_batch": b, "wait_ms": wt * 1000} for b, wt in g] for k, g in grids.items()
-                            if k in systems},
+              "knob_grid": {**{k: [{"max_batch": b, "wait_ms": wt * 1000} for b, wt in g] for k, g in grids.items()
+                               if k in systems}, "vnx-kafka": KAFKA_GRID[:1] if quick else KAFKA_GRID},
               "probe_seconds": base_s, "min_requests_per_probe": min_req, "bisection_tol": tol,
               "probe_max_s": probe_max_s, "search_budget_s": budget_s,
               "warm_up": {"seconds": warm_s, "rate": round(warm_rate, 1),
