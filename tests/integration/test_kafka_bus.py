@@ -45,12 +45,53 @@ def test_the_producer_linger_comes_from_the_settings_and_records_flow_at_each(ka
                             kafka_linger_ms=linger_ms))
     try:
         assert bus.linger_ms == (linger_ms if linger_ms is not None else {"confluent": 0.5, "kafka-python": 2.0}[kafka_driver])
+        # Unset on confluent: a second, eager producer takes records while the rate is low.
+        assert getattr(bus, "adaptive", False) == (linger_ms is None and kafka_driver == "confluent")
         bus.create_topic(topic, partitions=1)
         for i in range(50):
             bus.publish(topic, b"k", str(i).encode())
         bus.flush()
         c = bus.subscribe([topic], group=f"g-{uuid.uuid4().hex[:6]}")
         assert [int(m.value) for m in drain(c, 50)] == list(range(50))
+        c.close()
+    finally:
+        bus.close()
+
+
+def test_the_adaptive_producer_switches_with_the_rate_and_keeps_the_order(kafka_bootstrap, topic):
+    """Unset linger on confluent: records go to the eager producer (linger 0) at low rates and to
+    the batching one at high rates; a switch waits for the other to drain, so order holds."""
+    from vidnexus.config import Settings
+    from vidnexus.connectors.factory import open_bus
+
+    bus = open_bus(Settings(bus="kafka", kafka_driver="confluent", kafka_bootstrap=kafka_bootstrap))
+    try:
+        assert bus.adaptive and bus.switches == 0
+        bus.create_topic(topic, partitions=1)
+        n = 0
+        for _ in range(20):  # slow: 20 records 10 ms apart stay on the eager producer
+            bus.publish(topic, b"k", str(n).encode())
+            n += 1
+            time.sleep(0.01)
+        assert bus.switches == 0
+        for _ in range(1000):  # as fast as it goes: batching, from the first record after the eager
+            bus.publish(topic, b"k", str(n).encode())  # producer has nothing in flight
+            n += 1
+        bus.flush()
+        for _ in range(10):
+            bus.publish(topic, b"k", str(n).encode())
+            n += 1
+        assert bus.switches == 1
+        time.sleep(0.3)
+        for _ in range(20):  # slow again: back to eager once the batching producer has drained
+            bus.publish(topic, b"k", str(n).encode())
+            n += 1
+            time.sleep(0.01)
+        assert bus.switches == 2
+        bus.flush()
+        assert bus.delivered()
+        c = bus.subscribe([topic], group=f"g-{uuid.uuid4().hex[:6]}")
+        assert [int(m.value) for m in drain(c, n)] == list(range(n))
         c.close()
     finally:
         bus.close()

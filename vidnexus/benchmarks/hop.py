@@ -39,6 +39,9 @@ __all__ = ["run", "echo", "DRIVERS"]
 DRIVERS = ("confluent", "kafka-python")
 RATES = (100, 1000)
 PAYLOADS_KB = (1, 20, 150)
+LINGERS_MS = (0.0, 0.5)
+"""Full runs also measure the confluent driver with each of these producer lingers fixed
+(``VNX_KAFKA_LINGER_MS``), beside its default, which switches between 0 and 0.5 ms by rate."""
 SESSION = "hop-echo"
 LOST_AFTER_S = 10.0
 
@@ -145,7 +148,10 @@ def _cell(client: Any, rate: int, kb: int, seconds: float, pids: dict[str, int |
     }
 
 
-def _driver(driver: str, cells: list[tuple[int, int]], seconds: float, bootstrap: str) -> list[dict[str, Any]]:
+def _driver(driver: str, cells: list[tuple[int, int]], seconds: float, bootstrap: str,
+            linger_ms: float | None = None) -> list[dict[str, Any]]:
+    """Every cell through ``driver``; ``linger_ms`` fixes both ends' producer linger (None: the
+    driver's default, whatever the environment says)."""
     from vidnexus.config import Settings
     from vidnexus.connectors.factory import open_bus
     from vidnexus.contracts.topics import Topics
@@ -153,10 +159,13 @@ def _driver(driver: str, cells: list[tuple[int, int]], seconds: float, bootstrap
 
     prefix = f"hop{uuid.uuid4().hex[:8]}"
     settings = Settings(bus="kafka", kafka_bootstrap=bootstrap, topic_prefix=prefix).model_copy(
-        update={"kafka_driver": driver})
+        update={"kafka_driver": driver, "kafka_linger_ms": linger_ms})
     bus = open_bus(settings)
     bus.create_topic(Topics(prefix).requests(SESSION), 1)
     env = dict(os.environ, VNX_BUS="kafka", VNX_KAFKA_BOOTSTRAP=bootstrap, VNX_KAFKA_DRIVER=driver)
+    env.pop("VNX_KAFKA_LINGER_MS", None)
+    if linger_ms is not None:
+        env["VNX_KAFKA_LINGER_MS"] = str(linger_ms)
     proc = subprocess.Popen([sys.executable, "-m", "vidnexus.benchmarks.hop", "--echo", prefix, SESSION], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # The echo's stderr (its progress lines, the Kafka client's own log) is read all along, so a
@@ -191,8 +200,12 @@ def _driver(driver: str, cells: list[tuple[int, int]], seconds: float, bootstrap
             client.submit(SESSION, warm, expires_wall=client.wall() + 5).result(timeout=10)
         pids = {"echo": proc.pid, "broker": _broker_pid(bootstrap)}
         for rate, kb in cells:
+            switches = getattr(bus, "switches", None)  # the confluent driver's, adaptive linger only
             r = _cell(client, rate, kb, seconds, pids)
+            # How often the client's records moved between its eager and batching producers.
+            r["client_producer_switches"] = None if switches is None else getattr(bus, "switches") - switches
             r["driver"] = driver
+            r["linger_ms"] = linger_ms
             out.append(r)
     finally:
         if client is not None:
@@ -216,20 +229,27 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     seconds = 2.0 if quick else 10.0
     cells = [(rate, kb) for rate in RATES for kb in payloads]
     results = []
-    for driver in DRIVERS:
-        results += _driver(driver, cells, seconds, settings.kafka_bootstrap)
+    # confluent at its default, then at each fixed linger, then kafka-python: its cells at 1,000 req/s
+    # leave the broker seconds of backlog, which would weigh on whatever ran next.
+    lingers = () if quick else LINGERS_MS
+    arms = [("confluent", None)] + [("confluent", linger) for linger in lingers] + [("kafka-python", None)]
+    assert {d for d, _ in arms} == set(DRIVERS)
+    for driver, linger in arms:
+        results += _driver(driver, cells, seconds, settings.kafka_bootstrap, linger_ms=linger)
     table = Table("driver", "req/s", "KB", "answered", "p50 ms", "p99 ms", "max ms", "CPU ms/req client",
                   "echo", "broker", title="round trip one DNN call adds over the bus (echo, no model)")
     for r in results:
         cpu = r["cpu_ms_per_request"]
-        table.add_row(r["driver"], str(r["rate_rps"]), str(r["payload_kb"]), f"{r['answered_fraction']:.1%}",
+        label = r["driver"] if r["linger_ms"] is None else f"{r['driver']} linger {r['linger_ms']:g} ms"
+        table.add_row(label, str(r["rate_rps"]), str(r["payload_kb"]), f"{r['answered_fraction']:.1%}",
                       str(r["p50_ms"]), str(r["p99_ms"]), str(r["max_ms"]), f"{cpu['client']:.2f}",
                       f"{cpu.get('echo', 0):.2f}", f"{cpu['broker']:.2f}" if "broker" in cpu else "—")
     console.print(table)
     default = settings.kafka_driver
 
-    def cell(driver: str, rate: int, kb: int) -> dict[str, Any]:
-        return next(r for r in results if r["driver"] == driver and r["rate_rps"] == rate and r["payload_kb"] == kb)
+    def cell(driver: str, rate: int, kb: int, linger_ms: float | None = None) -> dict[str, Any]:
+        return next(r for r in results if r["driver"] == driver and r["rate_rps"] == rate and r["payload_kb"] == kb
+                    and r["linger_ms"] == linger_ms)
 
     main = cell(default, 1000, 20)
     if main["answered_fraction"] < 0.99 or main["p99_ms"] is None:
@@ -245,10 +265,16 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         c = cell(driver, 1000, 20)
         summary[f"{driver}_answered_1000rps_20kb"] = c["answered_fraction"]
         summary[f"{driver}_p99_ms_1000rps_20kb"] = c["p99_ms"]
+    for linger in lingers:  # the default's choice against each fixed linger, at both rates
+        for rate in RATES:
+            c = cell("confluent", rate, 20, linger)
+            summary[f"confluent_linger{linger:g}_p50_ms_{rate}rps_20kb"] = c["p50_ms"]
+            summary[f"confluent_linger{linger:g}_p99_ms_{rate}rps_20kb"] = c["p99_ms"]
     console.print(f"summary: {summary}")
     return {"name": "hop", "machine": machine_info(),
             "config": {"quick": quick, "seconds_per_cell": seconds, "rates_rps": list(RATES),
-                       "payloads_kb": list(payloads), "drivers": list(DRIVERS), "lost_after_s": LOST_AFTER_S,
+                       "payloads_kb": list(payloads), "drivers": list(DRIVERS),
+                       "confluent_fixed_lingers_ms": list(lingers), "lost_after_s": LOST_AFTER_S,
                        "far_end": "echo process (decode request, publish reply; no model)",
                        "client": "ExecutorClient (the workers' client)", "broker": settings.kafka_bootstrap},
             "results": results, "summary": summary}

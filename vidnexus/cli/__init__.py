@@ -348,6 +348,9 @@ def bench(
     """Run a benchmark: prints a table and writes JSON {name, machine, config, results, summary}."""
     from vidnexus.benchmarks import run_benchmark
 
+    # SIGTERM ends the run as Ctrl-C does, through every ``finally``: the servers and processes a
+    # benchmark started (a peer's Triton server, an executor, an echo) are stopped, not left running.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     doc = run_benchmark(name, quick=quick, console=console)
     if json_path:
         json_path.parent.mkdir(parents=True, exist_ok=True)

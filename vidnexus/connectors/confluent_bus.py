@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
+from collections import deque
 from typing import Any, Mapping, Sequence
 
 from vidnexus.connectors.bus import Message, ephemeral_configs
 from vidnexus.errors import ConnectorError
 
-__all__ = ["ConfluentBus", "ConfluentConsumer"]
+__all__ = ["ConfluentBus", "ConfluentConsumer", "LingerSwitch"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +37,9 @@ def _headers(raw: Mapping[str, str | bytes | None] | Sequence[tuple[str, str | b
     return tuple((k, v.encode() if isinstance(v, str) else v or b"") for k, v in pairs)
 
 
+BATCH_LINGER_MS = 0.5
+"""The batching producer's linger (librdkafka's own default since 1.5)."""
+
 FETCH_WAIT_MS = 100
 """The longest the broker holds a consumer's fetch that found nothing (see ``_Consumer``)."""
 
@@ -44,8 +49,6 @@ class _QuietLog:
     otherwise logs a line per connection attempt per client)."""
 
     def __init__(self, every_s: float = 30.0) -> None:
-        import time
-
         self._now = time.monotonic
         self.every_s = every_s
         self._last: dict[str, float] = {}
@@ -67,6 +70,45 @@ class _QuietLog:
 _LOG = _QuietLog()
 
 
+class LingerSwitch:
+    """Which of the bus's two producers a record goes to: the eager one (linger 0: each record sent
+    at once) while the recent publish rate is low, the batching one above.
+
+    librdkafka's linger costs about a millisecond per produce even when it is a fraction of one (only
+    0 avoids it), so at low rates linger 0 halves a request's round trip; at high rates it sends a
+    produce request per record and the broker's CPU per record grows (bench hop, docs/benchmarks.md:
+    at 100 req/s p50 1.8-2.4 ms against 3.8-4.2 with 0.5 ms; at 1,000 req/s × 20 KB 0.66 ms of broker
+    CPU per request against 0.39-0.42, in ``bench/results/hop-2026-11-29.json``). Hysteresis keeps a
+    rate near the threshold from flapping. Pure: the caller gives ``now`` (seconds, monotonic).
+
+        >>> s = LingerSwitch(up_rps=600, down_rps=400, window_s=0.1)
+        >>> [s.want_eager(i / 1000) for i in range(0, 100, 10)][-1]   # 100/s: eager
+        True
+        >>> [s.want_eager(0.1 + i / 2000) for i in range(200)][-1]    # 2,000/s: batching
+        False
+        >>> s.eager = False                                             # the bus switched
+        >>> s.want_eager(0.25), s.want_eager(0.5)                       # still 1,000/s in the window; then quiet
+        (False, True)
+    """
+
+    def __init__(self, up_rps: float = 600.0, down_rps: float = 400.0, window_s: float = 0.2) -> None:
+        if not 0 < down_rps <= up_rps:
+            raise ValueError(f"need 0 < down_rps <= up_rps, got {down_rps} and {up_rps}")
+        self.up_rps, self.down_rps, self.window_s = up_rps, down_rps, window_s
+        self.eager = True
+        """The producer in use (the bus sets it when it switches)."""
+        self._times: deque[float] = deque()
+
+    def want_eager(self, now: float) -> bool:
+        """Count a record published at ``now``; whether the eager producer should take records now."""
+        times = self._times
+        times.append(now)
+        while times[0] < now - self.window_s:
+            times.popleft()
+        rate = len(times) / self.window_s
+        return rate < self.up_rps if self.eager else rate <= self.down_rps
+
+
 class ConfluentBus:
     """A Bus on a Kafka cluster (confluent-kafka).
 
@@ -74,33 +116,50 @@ class ConfluentBus:
         bootstrap: ``host:port[,host:port]``.
         timeout_s: how long connecting may take before :class:`ConnectorError` is raised.
         max_message_bytes: producer limit (the broker's ``message.max.bytes`` must allow it).
+        linger_ms: the producer's ``linger.ms``; None (the default): two producers, records sent at
+            once while the bus publishes fewer than ~500 a second and batched with a 0.5 ms linger
+            above (:class:`LingerSwitch`).
     """
 
     def __init__(self, bootstrap: str, *, timeout_s: float = 5.0, max_message_bytes: int = 8 * 1024 * 1024,
-                 linger_ms: float = 0.5) -> None:
+                 linger_ms: float | None = None) -> None:
         from confluent_kafka import KafkaException, Producer
         from confluent_kafka.admin import AdminClient
 
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
         self.max_message_bytes = max_message_bytes
-        self.linger_ms = linger_ms
+        self.linger_ms = BATCH_LINGER_MS if linger_ms is None else linger_ms
+        """The batching producer's linger (with ``linger_ms=None`` the eager one's is 0)."""
+        self.adaptive = linger_ms is None
+        """Whether records go to a second, eager producer while the publish rate is low (:class:`LingerSwitch`)."""
         self._common: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": _LOG,
                                         "socket.connection.setup.timeout.ms": int(max(timeout_s, 1.0) * 1000),
                                         "reconnect.backoff.max.ms": 1000}
-        try:
-            self._admin = AdminClient({**self._common, "client.id": "vnx-admin"})
-            self._admin.list_topics(timeout=timeout_s)  # fails fast when the broker is not there
-            self._producer = Producer({
-                **self._common, "client.id": "vnx-producer", "acks": "all", "linger.ms": linger_ms,
+
+        def producer(linger: float, name: str) -> Any:
+            return Producer({
+                **self._common, "client.id": name, "acks": "all", "linger.ms": linger,
                 "message.max.bytes": max_message_bytes + 64 * 1024, "enable.idempotence": False,
                 # Through a broker outage, records wait in the producer's queue (bounded: 256 MB)
                 # until it is back, however long that takes; a full queue is back-pressure on
                 # ``publish`` (a retryable error), never a record dropped behind the caller's back.
                 "message.timeout.ms": 0, "queue.buffering.max.kbytes": 256 * 1024,
             })
+
+        try:
+            self._admin = AdminClient({**self._common, "client.id": "vnx-admin"})
+            self._admin.list_topics(timeout=timeout_s)  # fails fast when the broker is not there
+            self._producer = producer(self.linger_ms, "vnx-producer")
+            self._eager = producer(0.0, "vnx-producer-eager") if self.adaptive else None
         except KafkaException as e:
             raise _unreachable("cannot connect", bootstrap, e.args[0] if e.args else e) from None
+        self._producers = [p for p in (self._eager, self._producer) if p is not None]
+        self._switch = LingerSwitch() if self.adaptive else None
+        self._active = self._eager if self._eager is not None else self._producer
+        self._plock = threading.Lock()  # picking the producer and producing, as one step
+        self.switches = 0
+        """How many times records moved from one producer to the other."""
         self._failed: list[str] = []
         self._unpolled = 0  # publishes since the producer last served delivery callbacks
         self._flock = threading.Lock()
@@ -144,8 +203,6 @@ class ConfluentBus:
                                  f"in {self.timeout_s * 2 + 1:g} s", retryable=True) from None
 
     def _wait_for_metadata(self, name: str) -> None:
-        import time
-
         deadline = time.monotonic() + self.timeout_s * 2
         while time.monotonic() < deadline:
             try:
@@ -203,24 +260,43 @@ class ConfluentBus:
         if len(value) > self.max_message_bytes:
             raise ConnectorError(
                 f"message of {len(value)} bytes for topic {topic!r} exceeds the {self.max_message_bytes}-byte limit")
-        for _ in range(100):
-            try:
-                self._producer.produce(topic, value=value, key=key, headers=list(headers) or None,
-                                       on_delivery=self._delivered)
-                break
-            except BufferError:  # librdkafka's queue is full: let it send, then try again
-                self._producer.poll(0.05)
-            except KafkaException as e:
-                raise ConnectorError(f"publish to {topic!r} failed: {e}", retryable=True) from None
-        else:
-            raise ConnectorError(f"publish to {topic!r} failed: the producer's queue stayed full", retryable=True)
-        self._unpolled += 1
-        if self._unpolled >= 64:  # serve delivery callbacks now and then (flush serves the rest): a
-            self._unpolled = 0    # poll per message cost about as much as the produce
-            self._producer.poll(0)
+        with self._plock:
+            producer = self._pick()
+            for _ in range(100):
+                try:
+                    producer.produce(topic, value=value, key=key, headers=list(headers) or None,
+                                     on_delivery=self._delivered)
+                    break
+                except BufferError:  # librdkafka's queue is full: let it send, then try again
+                    producer.poll(0.05)
+                except KafkaException as e:
+                    raise ConnectorError(f"publish to {topic!r} failed: {e}", retryable=True) from None
+            else:
+                raise ConnectorError(f"publish to {topic!r} failed: the producer's queue stayed full", retryable=True)
+            self._unpolled += 1
+            if self._unpolled >= 64:  # serve delivery callbacks now and then (flush serves the rest): a
+                self._unpolled = 0    # poll per message cost about as much as the produce
+                producer.poll(0)
+
+    def _pick(self) -> Any:
+        """The producer for the next record (under ``_plock``). A switch waits until the producer in
+        use has nothing queued or in flight, so records never overtake each other across the two
+        (per-key order holds whichever producer carries a record)."""
+        switch = self._switch
+        if switch is None or self._eager is None:
+            return self._producer
+        eager = switch.want_eager(time.monotonic())
+        if eager != switch.eager:
+            self._active.poll(0)  # serve its delivery reports, so that its count is current
+            if len(self._active) == 0:
+                switch.eager = eager
+                self._active = self._eager if eager else self._producer
+                self.switches += 1
+        return self._active
 
     def flush(self, timeout_s: float = 10.0) -> None:
-        left = self._producer.flush(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        left = sum(p.flush(max(0.0, deadline - time.monotonic())) for p in self._producers)
         with self._flock:
             failed, self._failed = self._failed, []
         if left:
@@ -231,22 +307,24 @@ class ConfluentBus:
 
     def delivered(self) -> bool:
         self._unpolled = 0
-        self._producer.poll(0)  # serve the delivery reports that arrived
+        for p in self._producers:
+            p.poll(0)  # serve the delivery reports that arrived
         with self._flock:
             failed, self._failed = self._failed, []
         if failed:
             raise ConnectorError(f"{len(failed)} records were not acknowledged: {failed[0]}", retryable=True)
-        return len(self._producer) == 0
+        return all(len(p) == 0 for p in self._producers)
 
     # -- consume ------------------------------------------------------------------------------
     def subscribe(self, topics: Sequence[str], group: str | None, *, from_beginning: bool = True) -> "ConfluentConsumer":
         return ConfluentConsumer(self, list(topics), group, from_beginning)
 
     def close(self) -> None:
-        try:
-            self._producer.flush(self.timeout_s)
-        except Exception:  # closing: nothing left to tell anyone
-            pass
+        for p in self._producers:
+            try:
+                p.flush(self.timeout_s)
+            except Exception:  # closing: nothing left to tell anyone
+                pass
 
 
 def _commit_result(err: Any, partitions: Any) -> None:
