@@ -131,8 +131,6 @@ class ConfluentBus:
         self.max_message_bytes = max_message_bytes
         self.linger_ms = BATCH_LINGER_MS if linger_ms is None else linger_ms
         """The batching producer's linger (with ``linger_ms=None`` the eager one's is 0)."""
-        self.adaptive = linger_ms is None
-        """Whether records go to a second, eager producer while the publish rate is low (:class:`LingerSwitch`)."""
         self._common: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": _LOG,
                                         "socket.connection.setup.timeout.ms": int(max(timeout_s, 1.0) * 1000),
                                         "reconnect.backoff.max.ms": 1000}
@@ -151,12 +149,11 @@ class ConfluentBus:
             self._admin = AdminClient({**self._common, "client.id": "vnx-admin"})
             self._admin.list_topics(timeout=timeout_s)  # fails fast when the broker is not there
             self._producer = producer(self.linger_ms, "vnx-producer")
-            self._eager = producer(0.0, "vnx-producer-eager") if self.adaptive else None
+            self._eager = producer(0.0, "vnx-producer-eager") if linger_ms is None else None
         except KafkaException as e:
             raise _unreachable("cannot connect", bootstrap, e.args[0] if e.args else e) from None
         self._producers = [p for p in (self._eager, self._producer) if p is not None]
-        self._switch = LingerSwitch() if self.adaptive else None
-        self._active = self._eager if self._eager is not None else self._producer
+        self._switch = LingerSwitch()  # consulted only when there is an eager producer
         self._plock = threading.Lock()  # picking the producer and producing, as one step
         self.switches = 0
         """How many times records moved from one producer to the other."""
@@ -282,17 +279,23 @@ class ConfluentBus:
         """The producer for the next record (under ``_plock``). A switch waits until the producer in
         use has nothing queued or in flight, so records never overtake each other across the two
         (per-key order holds whichever producer carries a record)."""
-        switch = self._switch
-        if switch is None or self._eager is None:
+        if self._eager is None:
             return self._producer
+        switch = self._switch
+        active = self._eager if switch.eager else self._producer
         eager = switch.want_eager(time.monotonic())
         if eager != switch.eager:
-            self._active.poll(0)  # serve its delivery reports, so that its count is current
-            if len(self._active) == 0:
+            active.poll(0)  # serve its delivery reports, so that its count is current
+            if len(active) == 0:
                 switch.eager = eager
-                self._active = self._eager if eager else self._producer
                 self.switches += 1
-        return self._active
+                active = self._eager if eager else self._producer
+        return active
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether records go to a second, eager producer while the publish rate is low (:class:`LingerSwitch`)."""
+        return self._eager is not None
 
     def flush(self, timeout_s: float = 10.0) -> None:
         deadline = time.monotonic() + timeout_s
