@@ -1,0 +1,39 @@
+"""bench hop keeps a cell whose driver could not flush its backlog in time (on 2026-11-29 a full run
+lost all its cells when kafka-python's flush timed out at 1,000 req/s of 150 KB, its last cell)."""
+
+import time
+from concurrent.futures import Future
+
+from vidnexus.benchmarks.hop import _cell
+from vidnexus.contracts.replies import Reply
+from vidnexus.errors import ConnectorError
+
+
+class _SlowDriverClient:
+    """Answers every other request, then fails its flush as kafka-python's does past its timeout."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    def wall(self) -> float:
+        return time.time()
+
+    def submit(self, session_id, x, *, slo_s, expires_wall):
+        self.sent += 1
+        f: Future = Future()
+        if self.sent % 2:
+            f.set_result(Reply.answer(None, latency_s=0.002))
+        else:
+            f.set_result(Reply.dropped("timeout"))
+        return f
+
+    def flush(self) -> None:
+        raise ConnectorError("flush failed: KafkaTimeoutError: Timeout waiting for future", retryable=True)
+
+
+def test_a_flush_that_times_out_is_recorded_and_the_cell_still_counts():
+    row = _cell(_SlowDriverClient(), rate=200, kb=1, seconds=0.1, pids={})
+    assert row["requests"] == 20
+    assert row["flush_error"] and "KafkaTimeoutError" in row["flush_error"]
+    assert row["answered_fraction"] == 0.5
+    assert row["p50_ms"] == 2.0
