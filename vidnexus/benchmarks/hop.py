@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from vidnexus.benchmarks.broker_topics import BrokerTopics
 from vidnexus.benchmarks.machine import machine_info
 from vidnexus.errors import ConnectorError, VidnexusError
 
@@ -44,6 +45,8 @@ LINGERS_MS = (0.0, 0.5)
 (``VNX_KAFKA_LINGER_MS``), beside its default, which switches between 0 and 0.5 ms by rate."""
 SESSION = "hop-echo"
 LOST_AFTER_S = 10.0
+REQUEST_RETENTION_S = 3 * LOST_AFTER_S
+"""How long the broker keeps the echo's requests (they are lost after ``LOST_AFTER_S``)."""
 
 
 def echo(prefix: str, session: str, stop: threading.Event | None = None) -> None:
@@ -167,7 +170,10 @@ def _driver(driver: str, cells: list[tuple[int, int]], seconds: float, bootstrap
     settings = Settings(bus="kafka", kafka_bootstrap=bootstrap, topic_prefix=prefix).model_copy(
         update={"kafka_driver": driver, "kafka_linger_ms": linger_ms})
     bus = open_bus(settings)
-    bus.create_topic(Topics(prefix).requests(SESSION), 1)
+    # Requests are worthless once they expire; a full run writes ~1.5 GB of them per 150 KB cell
+    # at 1,000 req/s, which a topic with the broker's default retention kept for a week (62 GB of
+    # hop requests filled this box's disk on 2026-11-29). The topic also goes when the arm ends.
+    bus.create_topic(Topics(prefix).requests(SESSION), 1, retention_s=REQUEST_RETENTION_S)
     env = dict(os.environ, VNX_BUS="kafka", VNX_KAFKA_BOOTSTRAP=bootstrap, VNX_KAFKA_DRIVER=driver)
     env.pop("VNX_KAFKA_LINGER_MS", None)
     if linger_ms is not None:
@@ -222,6 +228,13 @@ def _driver(driver: str, cells: list[tuple[int, int]], seconds: float, bootstrap
         except subprocess.TimeoutExpired:
             proc.kill()
         bus.close()
+        try:
+            left: int | None = BrokerTopics(bootstrap).delete_prefix(prefix)
+        except Exception as e:  # the broker did not answer: the topics stay, nothing else is wrong
+            print(f"bench hop: the {driver} arm's topics ({prefix}.*) were not deleted: {e}", file=sys.stderr)
+            left = None
+        for r in out:
+            r["topics_left"] = left  # the arm's topics the broker still lists after it deleted them
     return out
 
 
@@ -270,6 +283,9 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         "p99_ms_1000rps_20kb": main["p99_ms"],
         "p50_ms_100rps_20kb": cell(default, 100, 20)["p50_ms"],
         "p99_ms_100rps_20kb": cell(default, 100, 20)["p99_ms"],
+        # the run's topics the broker still lists at the end (None: a broker did not answer)
+        "topics_left": None if None in (arms := {(r["driver"], r["linger_ms"]): r["topics_left"] for r in results}).values()
+        else sum(arms.values()),
     }
     for driver in DRIVERS:
         c = cell(driver, 1000, 20)
