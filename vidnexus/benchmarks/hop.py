@@ -284,8 +284,8 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         "p50_ms_100rps_20kb": cell(default, 100, 20)["p50_ms"],
         "p99_ms_100rps_20kb": cell(default, 100, 20)["p99_ms"],
         # the run's topics the broker still lists at the end (None: a broker did not answer)
-        "topics_left": None if None in (arms := {(r["driver"], r["linger_ms"]): r["topics_left"] for r in results}).values()
-        else sum(arms.values()),
+        "topics_left": None if None in (per_arm := {(r["driver"], r["linger_ms"]): r["topics_left"] for r in results}).values()
+        else sum(per_arm.values()),
     }
     for driver in DRIVERS:
         c = cell(driver, 1000, 20)
