@@ -37,3 +37,34 @@ def test_a_flush_that_times_out_is_recorded_and_the_cell_still_counts():
     assert row["flush_error"] and "KafkaTimeoutError" in row["flush_error"]
     assert row["answered_fraction"] == 0.5
     assert row["p50_ms"] == 2.0
+
+
+class _LateClient:
+    """Answers every request 30 ms after it was sent, from another thread (as the listener does);
+    the last one never (it expires as lost)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.sent, self.futures = n, 0, []
+
+    def wall(self) -> float:
+        return time.time()
+
+    def submit(self, session_id, x, *, slo_s, expires_wall):
+        import threading
+
+        self.sent += 1
+        f: Future = Future()
+        reply = Reply.answer(None, latency_s=0.03) if self.sent < self.n else Reply.dropped("timeout")
+        threading.Timer(0.03, f.set_result, (reply,)).start()
+        return f
+
+    def flush(self) -> None:
+        pass
+
+
+def test_replies_that_come_after_the_sending_are_counted_and_a_lost_one_is_a_miss():
+    """The cell keeps no future (their heap paused the client's listener in full collections): each
+    reply's latency is recorded as it arrives, and the cell waits until every request has ended."""
+    row = _cell(_LateClient(20), rate=200, kb=1, seconds=0.1, pids={})
+    assert row["requests"] == 20 and row["answered_fraction"] == 0.95
+    assert row["p50_ms"] == 30.0 and row["max_ms"] == 30.0
