@@ -75,11 +75,14 @@ class LingerSwitch:
     at once) while the recent publish rate is low, the batching one above.
 
     librdkafka's linger costs about a millisecond per produce even when it is a fraction of one (only
-    0 avoids it), so at low rates linger 0 halves a request's round trip; at high rates it sends a
-    produce request per record and the broker's CPU per record grows (bench hop, docs/benchmarks.md:
-    at 100 req/s p50 1.8-2.4 ms against 3.8-4.2 with 0.5 ms; at 1,000 req/s × 20 KB 0.66 ms of broker
-    CPU per request against 0.39-0.42, in ``bench/results/hop-2026-11-29.json``). Hysteresis keeps a
-    rate near the threshold from flapping. Pure: the caller gives ``now`` (seconds, monotonic).
+    0 avoids it), so linger 0 halves a request's round trip. It sends a produce request per record,
+    though, so the broker's CPU per record grows, and on a 2-core box that CPU becomes the tail at
+    high rates. In ``bench/results/hop-2026-11-29-3.json`` (docs/benchmarks.md, hop), 20 KB
+    requests, linger 0 against 0.5 ms, p50 / p99 ms: 1.63 / 3.79 against 4.33 / 5.68 at 100 req/s;
+    1.66 / 14.85 against 3.08 / 9.98 at 1,000 (0.77 ms of broker CPU per request against 0.43);
+    2.0 / 16.85 against 2.62 / 10.33 at 1,400; 2.88 / 44.5 against 2.84 / 14.58 at 2,000. Hence
+    eager up to ~1,500 records/s. Hysteresis keeps a rate near the threshold from flapping. Pure:
+    the caller gives ``now`` (seconds, monotonic).
 
         >>> s = LingerSwitch(up_rps=600, down_rps=400, window_s=0.1)
         >>> [s.want_eager(i / 1000) for i in range(0, 100, 10)][-1]   # 100/s: eager
@@ -91,7 +94,7 @@ class LingerSwitch:
         (False, True)
     """
 
-    def __init__(self, up_rps: float = 600.0, down_rps: float = 400.0, window_s: float = 0.2) -> None:
+    def __init__(self, up_rps: float = 1500.0, down_rps: float = 1100.0, window_s: float = 0.2) -> None:
         if not 0 < down_rps <= up_rps:
             raise ValueError(f"need 0 < down_rps <= up_rps, got {down_rps} and {up_rps}")
         self.up_rps, self.down_rps, self.window_s = up_rps, down_rps, window_s
@@ -117,7 +120,7 @@ class ConfluentBus:
         timeout_s: how long connecting may take before :class:`ConnectorError` is raised.
         max_message_bytes: producer limit (the broker's ``message.max.bytes`` must allow it).
         linger_ms: the producer's ``linger.ms``; None (the default): two producers, records sent at
-            once while the bus publishes fewer than ~500 a second and batched with a 0.5 ms linger
+            once while the bus publishes fewer than ~1,500 a second and batched with a 0.5 ms linger
             above (:class:`LingerSwitch`).
     """
 
