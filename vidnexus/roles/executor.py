@@ -11,7 +11,6 @@ plan gives it (their model loaded first), and sessions a plan created and no lon
 
 from __future__ import annotations
 
-import gc
 import logging
 import math
 import os
@@ -39,6 +38,7 @@ from vidnexus.gpu_executor.executor import Executor
 from vidnexus.gpu_executor.metrics import ExecutorMetrics
 from vidnexus.gpu_executor.runner import device_memory_bytes, model_bytes
 from vidnexus.gpu_executor.service import ExecutorService
+from vidnexus.roles.heap import settle_heap
 from vidnexus.roles.summary import PeriodicSummary
 from vidnexus.roles.follow import PlanFollower
 
@@ -240,10 +240,7 @@ class ExecutorRole:
         now = self.clock.now()
         self._last_report = (now, {})
         self._next_report = now + self.stats_every_s
-        # Long-lived start-up objects (models, profiles) need no garbage collection: freeze them so
-        # collections stay short while serving.
-        gc.collect()
-        gc.freeze()
+        settle_heap()  # models and profiles live as long as the process: full collections skip them
         return self
 
     def health(self) -> Health:
