@@ -44,7 +44,7 @@ class _LateClient:
     the last one never (it expires as lost)."""
 
     def __init__(self, n: int) -> None:
-        self.n, self.sent, self.futures = n, 0, []
+        self.n, self.sent = n, 0
 
     def wall(self) -> float:
         return time.time()

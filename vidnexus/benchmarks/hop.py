@@ -19,7 +19,6 @@ local broker's JVM, found by its command line; absent when the broker is elsewhe
 
 from __future__ import annotations
 
-import gc
 import os
 import subprocess
 import sys
@@ -36,6 +35,7 @@ import numpy as np
 from vidnexus.benchmarks.broker_topics import BrokerTopics
 from vidnexus.benchmarks.machine import machine_info
 from vidnexus.errors import ConnectorError, VidnexusError
+from vidnexus.roles.heap import settle_heap
 
 __all__ = ["run", "echo", "DRIVERS"]
 
@@ -72,8 +72,7 @@ def echo(prefix: str, session: str, stop: threading.Event | None = None) -> None
     topic = Topics(prefix).requests(session)
     consumer = bus.subscribe([topic], group=f"{prefix}-echo", from_beginning=True)
     out = np.zeros(10, np.float32).tolist()
-    gc.collect()
-    gc.freeze()  # as the executor role does once it has started
+    settle_heap()  # as the executor role does once it has started
     print("echo: ready", flush=True)
     seen, t0, said = 0, time.monotonic(), 0.0
     try:
@@ -142,8 +141,7 @@ def _cell(client: Any, rate: int, kb: int, seconds: float, pids: dict[str, int |
             if not left[0]:
                 all_in.set()
 
-    gc.collect()
-    gc.freeze()  # what the run built so far is not this cell's to collect (the roles freeze theirs)
+    settle_heap()  # what the run built so far is not this cell's to collect (the roles freeze theirs)
     before = {k: _cpu_s(p) for k, p in pids.items() if p is not None}
     cpu0 = time.process_time()
     t0 = time.monotonic()
