@@ -45,7 +45,6 @@ from vidnexus.gpu_executor.metrics import RecentTimes
 from vidnexus.operators.chain import App, Step
 from vidnexus.operators.engine import ChainEngine, FrameOutcome, KeyedDispatcher, app_schemas, wants
 from vidnexus.operators.infer import RemoteBackend, stage_slos
-from vidnexus.roles.heap import settle_heap
 from vidnexus.roles.summary import PeriodicSummary
 from vidnexus.roles.follow import PlanFollower
 
@@ -326,7 +325,6 @@ class WorkerRole:
         """Process frames until ``stop`` is set (or no frame arrived for ``until_idle_s`` with none
         in flight); then finish the frames in flight, close open windows, commit."""
         disp = self.dispatcher = KeyedDispatcher(self.concurrency)
-        settle_heap()  # the app and its operators live as long as the process: full collections skip them
         idle = 0.0
         self._stopping = stop
         loop = asyncio.get_running_loop()

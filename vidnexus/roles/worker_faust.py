@@ -21,7 +21,6 @@ from vidnexus.connectors.bus import Message
 from vidnexus.operators.chain import App
 from vidnexus.errors import ConnectorError
 from vidnexus.operators.engine import KeyedDispatcher
-from vidnexus.roles.heap import settle_heap
 
 __all__ = ["run_faust_worker", "stall_suspected", "stalled"]
 
@@ -189,7 +188,6 @@ def run_faust_worker(app: App, settings: Settings, *, concurrency: int = 32, par
     # No startup spinner: it writes terminal escapes to stdout even when that is a file or a pipe,
     # and its log handler turns the root logger to DEBUG (every debug record built and handled).
     worker.spinner = None
-    settle_heap()  # the app, the role and faust's own objects live as long as the process
     try:
         worker.execute_from_commandline()
     finally:
