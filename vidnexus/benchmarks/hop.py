@@ -141,7 +141,7 @@ def _cell(client: Any, rate: int, kb: int, seconds: float, pids: dict[str, int |
             if not left[0]:
                 all_in.set()
 
-    settle_heap()  # what the run built so far is not this cell's to collect (the roles freeze theirs)
+    settle_heap()  # what the run built so far is not this cell's to collect (as the executor role freezes its own)
     before = {k: _cpu_s(p) for k, p in pids.items() if p is not None}
     cpu0 = time.process_time()
     t0 = time.monotonic()
@@ -298,6 +298,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         return next(r for r in results if r["driver"] == driver and r["rate_rps"] == rate and r["payload_kb"] == kb
                     and r["linger_ms"] == linger_ms)
 
+    per_arm = {(r["driver"], r["linger_ms"]): r["topics_left"] for r in results}
     main = cell(default, 1000, 20)
     if main["answered_fraction"] < 0.99 or main["p99_ms"] is None:
         raise VidnexusError(f"{default} at 1000 req/s, 20 KB answered only {main['answered_fraction']:.1%}")
@@ -308,8 +309,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         "p50_ms_100rps_20kb": cell(default, 100, 20)["p50_ms"],
         "p99_ms_100rps_20kb": cell(default, 100, 20)["p99_ms"],
         # the run's topics the broker still lists at the end (None: a broker did not answer)
-        "topics_left": None if None in (per_arm := {(r["driver"], r["linger_ms"]): r["topics_left"] for r in results}).values()
-        else sum(per_arm.values()),
+        "topics_left": None if None in per_arm.values() else sum(per_arm.values()),
     }
     for driver in DRIVERS:
         c = cell(driver, 1000, 20)
