@@ -129,16 +129,16 @@ def _cell(client: Any, rate: int, kb: int, seconds: float, pids: dict[str, int |
     # paused the client's listener thread for 30-115 ms (p99 13-96 ms on 2026-11-29, 7-15 with
     # the collector off). A worker keeps only its requests in flight.
     ms_of = np.full(n, np.nan)
-    left, all_in = [n], threading.Event()
-    lock = threading.Lock()
+    left, all_in, lock = n, threading.Event(), threading.Lock()
 
     def record(i: int, f: Future[Any]) -> None:
+        nonlocal left
         r = f.result()
         if r.ok:
             ms_of[i] = r.latency_s * 1000
         with lock:
-            left[0] -= 1
-            if not left[0]:
+            left -= 1
+            if not left:
                 all_in.set()
 
     settle_heap()  # what the run built so far is not this cell's to collect (as the executor role freezes its own)
@@ -164,7 +164,7 @@ def _cell(client: Any, rate: int, kb: int, seconds: float, pids: dict[str, int |
         flush_error = str(e)
     send_s = time.monotonic() - t0
     if not all_in.wait(LOST_AFTER_S + 5):  # every request ends by its expiry, answered or not
-        raise VidnexusError(f"{left[0]} of {n} requests neither answered nor expired {LOST_AFTER_S + 5:g} s after sending")
+        raise VidnexusError(f"{left} of {n} requests neither answered nor expired {LOST_AFTER_S + 5:g} s after sending")
     cpu = {"client": time.process_time() - cpu0}
     cpu.update({k: _cpu_s(p) - before[k] for k, p in pids.items() if p is not None})
     ms = sorted(ms_of[~np.isnan(ms_of)].tolist())

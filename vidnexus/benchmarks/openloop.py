@@ -7,11 +7,11 @@ wire replies, or a peer's adapter).
 from __future__ import annotations
 
 import concurrent.futures as cf
-import gc
 import time
 from typing import Any, Callable, Mapping, Sequence
 
 from vidnexus.clock import MonotonicClock
+from vidnexus.roles.heap import settle_heap
 from vidnexus.sim.loadgen import Arrival
 
 __all__ = ["QUICK_LIMITS", "FULL_LIMITS", "drive", "good_fraction", "probe_goodput", "warm_up", "best_of", "probe_seconds"]
@@ -27,8 +27,7 @@ def drive(trace: Sequence[Arrival], submit: Callable[[Arrival], "cf.Future[Any]"
     """Submit every arrival at its time (relative to now); return (arrival, reply) pairs."""
     # A full collection of a large heap (left by earlier parts of a benchmark) stalls every thread for
     # 100+ ms; collect now and freeze what survives so the run is not charged for it.
-    gc.collect()
-    gc.freeze()
+    settle_heap()
     clock = MonotonicClock()
     futs: list[tuple[Arrival, cf.Future[Any]]] = []
     t0 = clock.now()
