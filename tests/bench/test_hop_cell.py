@@ -68,3 +68,20 @@ def test_replies_that_come_after_the_sending_are_counted_and_a_lost_one_is_a_mis
     row = _cell(_LateClient(20), rate=200, kb=1, seconds=0.1, pids={})
     assert row["requests"] == 20 and row["answered_fraction"] == 0.95
     assert row["p50_ms"] == 30.0 and row["max_ms"] == 30.0
+
+
+def test_the_warm_up_lasts_until_two_chunks_in_a_row_settle_and_no_longer_than_its_cap(monkeypatch):
+    import vidnexus.benchmarks.hop as hop
+
+    def chunks(p99s):
+        it = iter(p99s)
+        monkeypatch.setattr(hop, "_cell", lambda client, rate, kb, seconds, pids: {
+            "rate_rps": rate, "payload_kb": kb, "answered_fraction": 1.0, "p99_ms": next(it)})
+
+    chunks([4000.0, 300.0, 12.0, 80.0, 14.0, 9.0, 1.0])  # a cold broker: settles at the 6th chunk
+    rows = hop._warm(None, 5.0, 120.0, {})
+    assert [r["p99_ms"] for r in rows] == [4000.0, 300.0, 12.0, 80.0, 14.0, 9.0]
+    assert all(r["warm_up"] for r in rows) and rows[-1]["warm_settled"] and "warm_settled" not in rows[0]
+    chunks([400.0] * 10)  # never settles: stops at the cap and says so
+    rows = hop._warm(None, 5.0, 20.0, {})
+    assert len(rows) == 4 and rows[-1]["warm_settled"] is False

@@ -128,6 +128,9 @@ def test_quick_run_writes_the_json(name, tmp_path):
             assert r["frames_accounted"] == r["frames_sent"] > 0, r
     if name == "hop":  # each arm deleted its topics (a full run writes gigabytes of requests)
         assert doc["summary"]["topics_left"] == 0 and {r["topics_left"] for r in doc["results"]} == {0}, doc["summary"]
+        # each arm warmed first, and its warm-up is out of the figures
+        assert {(r["driver"], r["linger_ms"]) for r in doc["warm_ups"]} == {(r["driver"], r["linger_ms"]) for r in doc["results"]}
+        assert all(r["warm_up"] for r in doc["warm_ups"]) and not any(r["warm_up"] for r in doc["results"])
     if name in ("peers", "peers-real"):  # vnx-kafka's executor took its topics with it
         left = {k: v for k, v in doc["summary"].items() if k.endswith("vnx_kafka_topics_left")}
         assert len(left) == (1 if name == "peers" else 2) and set(left.values()) == {0}, left

@@ -7,7 +7,8 @@ process that reads the session's requests topic in a consumer group, decodes eac
 publishes its reply at once (a 10-float output, as a classifier's logits), the way the executor
 role reads and answers, without a model. Requests are sent open-loop (one every 1/rate s, whatever
 came back) for a fixed time, each with a ``uint8`` payload of the cell's size; a request without a
-reply 10 s after it was sent counts as lost.
+reply 10 s after it was sent counts as lost. Each arm (driver, linger) first sends ``WARM_CELL`` for a
+while and leaves it out of its figures, so that no cell measures a broker or client still warming.
 
 Per cell (driver × rate × payload): round-trip p50/p99/max over the answered requests, the answered
 fraction, and the CPU time per request of the client process, the echo process and the broker (the
@@ -48,6 +49,18 @@ the rate where its default moves from the eager producer to the batching one (``
 LINGERS_MS = (0.0, 0.5)
 """Full runs also measure the confluent driver with each of these producer lingers fixed
 (``VNX_KAFKA_LINGER_MS``), beside its default, which switches between 0 and 0.5 ms by rate."""
+WARM_CELL = (1000, 1)
+"""Each arm first sends this (req/s, KB) open-loop, in chunks of ``warm_s``, and leaves it out of its
+figures: a broker started a minute before a run spent 5-7 ms of CPU per request at 100 req/s and
+gave its first 1,000 req/s cell a p99 of 270 ms (hop-2026-11-29-4.json; 1.5 ms and 6 ms warm in
+hop-2026-11-29-3.json). A just-started broker fell seconds behind for the first 20-40 s of 1,000
+req/s, its JIT still compiling, so one fixed warm-up is too short for a cold broker and needlessly
+long for a warm one. 1 KB, because kafka-python keeps up there (it falls seconds behind at 1,000
+req/s of 20 KB)."""
+WARM_SETTLED_P99_MS = 50.0
+"""The warm-up ends after two chunks in a row answer everything with a p99 under this (a warm
+broker: 6-24 ms; a cold one: 270-4,000 ms), or after ``WARM_MAX_S``."""
+WARM_MAX_S = 120.0
 SESSION = "hop-echo"
 LOST_AFTER_S = 10.0
 REQUEST_RETENTION_S = 3 * LOST_AFTER_S
@@ -180,10 +193,25 @@ def _cell(client: Any, rate: int, kb: int, seconds: float, pids: dict[str, int |
     }
 
 
+def _warm(client: Any, chunk_s: float, max_s: float, pids: dict[str, int | None]) -> list[dict[str, Any]]:
+    """``WARM_CELL`` in chunks of ``chunk_s`` until two in a row settle (``WARM_SETTLED_P99_MS``) or
+    ``max_s`` has passed; each chunk's row, the last one saying whether the warm-up settled."""
+    rows: list[dict[str, Any]] = []
+    calm = 0
+    while calm < 2 and len(rows) * chunk_s < max_s:
+        r = _cell(client, *WARM_CELL, chunk_s, pids)
+        ok = r["answered_fraction"] == 1.0 and r["p99_ms"] is not None and r["p99_ms"] < WARM_SETTLED_P99_MS
+        calm = calm + 1 if ok else 0
+        rows.append(dict(r, warm_up=True))
+    rows[-1]["warm_settled"] = calm >= 2
+    return rows
+
+
 def _driver(driver: str, cells: list[tuple[int, int]], seconds: float, bootstrap: str,
-            linger_ms: float | None = None) -> list[dict[str, Any]]:
+            linger_ms: float | None = None, warm_s: float = 0.0, warm_max_s: float = WARM_MAX_S) -> list[dict[str, Any]]:
     """Every cell through ``driver``; ``linger_ms`` fixes both ends' producer linger (None: the
-    driver's default, whatever the environment says)."""
+    driver's default, whatever the environment says). The arm's warm-up chunks (``WARM_CELL``,
+    ``warm_s`` each, ``"warm_up": True``) come first when ``warm_s`` > 0."""
     from vidnexus.config import Settings
     from vidnexus.connectors.factory import open_bus
     from vidnexus.contracts.topics import Topics
@@ -234,6 +262,8 @@ def _driver(driver: str, cells: list[tuple[int, int]], seconds: float, bootstrap
         for _ in range(50):
             client.submit(SESSION, warm, expires_wall=client.wall() + 5).result(timeout=10)
         pids = {"echo": proc.pid, "broker": _broker_pid(bootstrap)}
+        if warm_s > 0:
+            out += [dict(r, driver=driver, linger_ms=linger_ms) for r in _warm(client, warm_s, warm_max_s, pids)]
         for rate, kb in cells:
             switches = getattr(bus, "switches", None)  # the confluent driver's, adaptive linger only
             r = _cell(client, rate, kb, seconds, pids)
@@ -241,6 +271,7 @@ def _driver(driver: str, cells: list[tuple[int, int]], seconds: float, bootstrap
             r["client_producer_switches"] = None if switches is None else getattr(bus, "switches") - switches
             r["driver"] = driver
             r["linger_ms"] = linger_ms
+            r["warm_up"] = False
             out.append(r)
     finally:
         if client is not None:
@@ -269,6 +300,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     settings = load_settings()
     payloads = (20,) if quick else PAYLOADS_KB
     seconds = 2.0 if quick else 10.0
+    warm_s, warm_max_s = (1.0, 6.0) if quick else (5.0, WARM_MAX_S)
     cells = [(rate, kb) for rate in RATES for kb in payloads]
     results = []
     # confluent at its default, then at each fixed linger, then kafka-python: its cells at 1,000 req/s
@@ -278,7 +310,10 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     assert {d for d, _ in arms} == set(DRIVERS)
     for driver, linger in arms:
         extra = list(SWITCH_CELLS) if driver == "confluent" and not quick else []
-        results += _driver(driver, cells + extra, seconds, settings.kafka_bootstrap, linger_ms=linger)
+        results += _driver(driver, cells + extra, seconds, settings.kafka_bootstrap, linger_ms=linger, warm_s=warm_s,
+                           warm_max_s=warm_max_s)
+    warm_ups = [r for r in results if r["warm_up"]]
+    results = [r for r in results if not r["warm_up"]]
     table = Table("driver", "req/s", "KB", "answered", "p50 ms", "p99 ms", "max ms", "CPU ms/req client",
                   "echo", "broker", title="round trip one DNN call adds over the bus (echo, no model)")
     for r in results:
@@ -310,6 +345,8 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         "p99_ms_100rps_20kb": cell(default, 100, 20)["p99_ms"],
         # the run's topics the broker still lists at the end (None: a broker did not answer)
         "topics_left": None if None in per_arm.values() else sum(per_arm.values()),
+        # every arm's warm-up settled before its cells (False: some cell may measure a cold broker)
+        "warm_ups_settled": all(r["warm_settled"] for r in warm_ups if "warm_settled" in r),
     }
     for driver in DRIVERS:
         c = cell(driver, 1000, 20)
@@ -326,13 +363,18 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
             summary[f"confluent_linger{linger:g}_p99_ms_{rate}rps_20kb"] = c["p99_ms"]
     console.print(f"summary: {summary}")
     return {"name": "hop", "machine": machine_info(),
-            "config": {"quick": quick, "seconds_per_cell": seconds, "rates_rps": list(RATES),
+            "config": {"quick": quick, "seconds_per_cell": seconds,
+                       "warm_up": {"rate_rps": WARM_CELL[0], "payload_kb": WARM_CELL[1], "chunk_s": warm_s,
+                                   "settled_p99_ms": WARM_SETTLED_P99_MS, "max_s": warm_max_s,
+                                   "note": "each arm, before its cells, until two chunks in a row have p99 under "
+                                           "settled_p99_ms; its rows are warm_ups, out of the figures"},
+                       "rates_rps": list(RATES),
                        "payloads_kb": list(payloads), "drivers": list(DRIVERS),
                        "confluent_switch_cells": [] if quick else [list(c) for c in SWITCH_CELLS],
                        "confluent_fixed_lingers_ms": list(lingers), "lost_after_s": LOST_AFTER_S,
                        "far_end": "echo process (decode request, publish reply; no model)",
                        "client": "ExecutorClient (the workers' client)", "broker": settings.kafka_bootstrap},
-            "results": results, "summary": summary}
+            "results": results, "warm_ups": warm_ups, "summary": summary}
 
 
 if __name__ == "__main__":
