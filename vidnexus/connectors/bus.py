@@ -139,17 +139,27 @@ class Bus(Protocol):
         ...
 
 
+EPHEMERAL_SEGMENT_BYTES = 256 * 1024 * 1024
+"""Segment size of request and reply topics. Each segment roll stalled the partition's appends for
+~15 ms on this VM (strace showed 12-17 ms fsyncs in the broker's request handler threads at every
+roll). 16 MiB segments (until 2026-11-29) rolled every 0.8 s at 1,000 req/s of 20 KB, and each roll
+was a burst of replies 15-25 ms late, the p99 of such a hop (15-23 ms in six 10 s cells; 9-13 ms in
+five of six with 256 MiB segments; probes noted in issue 18)."""
+
+
 def ephemeral_configs(retention_s: float) -> dict[str, str]:
-    """Kafka topic configs for records worthless after ``retention_s``: segments of 16 MiB (rolled
-    at least every ``retention_s``) deleted one second after they expire, so a topic of 150 KB
-    requests holds seconds of them, not the broker's default week (or the managed broker's day: a
-    test broker's directory once held 23 GB of benchmark requests). The broker still writes them
-    (Kafka flushes a segment when it rolls); it deletes expired segments at its retention check
-    (``log.retention.check.interval.ms``: 5 minutes by default, 5 s on the managed broker).
+    """Kafka topic configs for records worthless after ``retention_s``: segments of up to
+    ``EPHEMERAL_SEGMENT_BYTES`` (rolled at least every ``retention_s``) deleted one second after they
+    expire, so a topic of 150 KB requests holds seconds of them, not the broker's default week (or
+    the managed broker's day: a test broker's directory once held 23 GB of benchmark requests). The
+    broker still writes them; it deletes expired segments at its retention check
+    (``log.retention.check.interval.ms``: 5 minutes by default, 5 s on the managed broker), so a
+    topic written at R bytes/s holds at most about R × (2 × ``retention_s`` + the check) whatever
+    the segment size.
 
         >>> ephemeral_configs(10)["retention.ms"], ephemeral_configs(10)["segment.ms"]
         ('10000', '10000')
     """
     ms = str(max(1, int(retention_s * 1000)))
-    return {"retention.ms": ms, "segment.ms": ms, "segment.bytes": str(16 * 1024 * 1024),
+    return {"retention.ms": ms, "segment.ms": ms, "segment.bytes": str(EPHEMERAL_SEGMENT_BYTES),
             "file.delete.delay.ms": "1000", "cleanup.policy": "delete"}
