@@ -52,8 +52,8 @@ LINGERS_MS = (0.0, 0.5)
 WARM_CELL = (1000, 1)
 """Each arm first sends this (req/s, KB) open-loop, in chunks of ``warm_s``, and leaves it out of its
 figures: a broker started a minute before a run spent 5-7 ms of CPU per request at 100 req/s and
-gave its first 1,000 req/s cell a p99 of 270 ms (hop-2026-11-29-4.json; 1.5 ms and 6 ms warm in
-hop-2026-11-29-3.json). A just-started broker fell seconds behind for the first 20-40 s of 1,000
+gave its first 1,000 req/s cell a p99 of 270 ms (hop-2026-11-29-4.json; on a warm broker in
+hop-2026-11-29-3.json, 1.5 ms and 6 ms). A just-started broker fell seconds behind for the first 20-40 s of 1,000
 req/s, its JIT still compiling, so one fixed warm-up is too short for a cold broker and needlessly
 long for a warm one. 1 KB, because kafka-python keeps up there (it falls seconds behind at 1,000
 req/s of 20 KB)."""
@@ -198,7 +198,7 @@ def _warm(client: Any, chunk_s: float, max_s: float, pids: dict[str, int | None]
     ``max_s`` has passed; each chunk's row, the last one saying whether the warm-up settled."""
     rows: list[dict[str, Any]] = []
     calm = 0
-    while calm < 2 and len(rows) * chunk_s < max_s:
+    while calm < 2 and (not rows or len(rows) * chunk_s < max_s):  # one chunk at least
         r = _cell(client, *WARM_CELL, chunk_s, pids)
         ok = r["answered_fraction"] == 1.0 and r["p99_ms"] is not None and r["p99_ms"] < WARM_SETTLED_P99_MS
         calm = calm + 1 if ok else 0
@@ -208,7 +208,8 @@ def _warm(client: Any, chunk_s: float, max_s: float, pids: dict[str, int | None]
 
 
 def _driver(driver: str, cells: list[tuple[int, int]], seconds: float, bootstrap: str,
-            linger_ms: float | None = None, warm_s: float = 0.0, warm_max_s: float = WARM_MAX_S) -> list[dict[str, Any]]:
+            linger_ms: float | None = None, warm_s: float = 0.0,
+            warm_max_s: float = WARM_MAX_S) -> list[dict[str, Any]]:
     """Every cell through ``driver``; ``linger_ms`` fixes both ends' producer linger (None: the
     driver's default, whatever the environment says). The arm's warm-up chunks (``WARM_CELL``,
     ``warm_s`` each, ``"warm_up": True``) come first when ``warm_s`` > 0."""
