@@ -7,8 +7,8 @@ process that reads the session's requests topic in a consumer group, decodes eac
 publishes its reply at once (a 10-float output, as a classifier's logits), the way the executor
 role reads and answers, without a model. Requests are sent open-loop (one every 1/rate s, whatever
 came back) for a fixed time, each with a ``uint8`` payload of the cell's size; a request without a
-reply 10 s after it was sent counts as lost. Each arm (driver, linger) first sends ``WARM_CELL`` for a
-while and leaves it out of its figures, so that no cell measures a broker or client still warming.
+reply 10 s after it was sent counts as lost. Each arm (driver, linger) first sends ``WARM_CELL`` for
+a while and leaves it out of its figures, so that no cell measures a broker or client still warming.
 
 Per cell (driver × rate × payload): round-trip p50/p99/max over the answered requests, the answered
 fraction, and the CPU time per request of the client process, the echo process and the broker (the
@@ -50,13 +50,13 @@ LINGERS_MS = (0.0, 0.5)
 """Full runs also measure the confluent driver with each of these producer lingers fixed
 (``VNX_KAFKA_LINGER_MS``), beside its default, which switches between 0 and 0.5 ms by rate."""
 WARM_CELL = (1000, 1)
-"""Each arm first sends this (req/s, KB) open-loop, in chunks of ``warm_s``, and leaves it out of its
-figures: a broker started a minute before a run spent 5-7 ms of CPU per request at 100 req/s and
-gave its first 1,000 req/s cell a p99 of 270 ms (hop-2026-11-29-4.json; on a warm broker in
-hop-2026-11-29-3.json, 1.5 ms and 6 ms). A just-started broker fell seconds behind for the first 20-40 s of 1,000
-req/s, its JIT still compiling, so one fixed warm-up is too short for a cold broker and needlessly
-long for a warm one. 1 KB, because kafka-python keeps up there (it falls seconds behind at 1,000
-req/s of 20 KB)."""
+"""Each arm first sends this (req/s, KB) open-loop, in chunks of ``warm_s``, and leaves it out of
+its figures: a broker started a minute before a run spent 5-7 ms of CPU per request at 100 req/s
+and gave its first 1,000 req/s cell a p99 of 270 ms (hop-2026-11-29-4.json; on a warm broker in
+hop-2026-11-29-3.json, 1.5 ms and 6 ms). A just-started broker fell seconds behind for the first
+20-40 s of 1,000 req/s, its JIT still compiling, so one fixed warm-up is too short for a cold broker
+and needlessly long for a warm one. 1 KB, because kafka-python keeps up there (it falls seconds
+behind at 1,000 req/s of 20 KB)."""
 WARM_SETTLED_P99_MS = 50.0
 """The warm-up ends after two chunks in a row answer everything with a p99 under this (a warm
 broker: 6-24 ms; a cold one: 270-4,000 ms), or after ``WARM_MAX_S``."""
@@ -264,7 +264,8 @@ def _driver(driver: str, cells: list[tuple[int, int]], seconds: float, bootstrap
             client.submit(SESSION, warm, expires_wall=client.wall() + 5).result(timeout=10)
         pids = {"echo": proc.pid, "broker": _broker_pid(bootstrap)}
         if warm_s > 0:
-            out += [dict(r, driver=driver, linger_ms=linger_ms) for r in _warm(client, warm_s, warm_max_s, pids)]
+            out += [dict(r, driver=driver, linger_ms=linger_ms)
+                    for r in _warm(client, warm_s, warm_max_s, pids)]
         for rate, kb in cells:
             switches = getattr(bus, "switches", None)  # the confluent driver's, adaptive linger only
             r = _cell(client, rate, kb, seconds, pids)
