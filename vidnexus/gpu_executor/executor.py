@@ -35,6 +35,7 @@ import math
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
 
 from vidnexus.clock import Clock, MonotonicClock
@@ -217,31 +218,64 @@ class Executor:
         """Queue one request. ``deadline`` is on this executor's clock (default: now + SLO);
         ``math.inf``: no deadline, the request runs in the slack of the real-time sessions (in the
         session's background twin)."""
+        return self.submit_many(session_id, [payload], deadline)[0]
+
+    def submit_many(self, session_id: str, payloads: Sequence[Any],
+                    deadline: float | None = None) -> list[Future[Reply]]:
+        """Queue one message's requests to one session (a frame's crops), one future each, in order.
+        They arrive together: converted (in the caller or the pool), they enter the session's queue
+        at once, so the device loop never takes the first alone while the others are still being
+        converted or submitted, and the duty cycle counts them as one arrival of ``len(payloads)``
+        requests, as the simulator does. ``deadline`` as :meth:`submit`."""
         now = self.clock.now()
-        fut: Future[Reply] = Future()
-        rid = next(self._ids)
         if deadline == math.inf and session_id in self._specs and not self._specs[session_id].background \
                 and self._specs[session_id].model not in self.staged:
             session_id = self._background_twin(session_id)
         spec = self._specs.get(session_id)
-        self._metrics_of(session_id).arrival(session_id, now)
+        metrics = self._metrics_of(session_id)
+        futs: list[Future[Reply]] = []
+        group: list[tuple[int, _Pending]] = []
+        for _ in payloads:
+            metrics.arrival(session_id, now)
+            fut: Future[Reply] = Future()
+            futs.append(fut)
+            if spec is None:
+                self.metrics.drop(session_id, "error")
+                fut.set_result(Reply.dropped("error"))
+                continue
+            group.append((next(self._ids), _Pending(session_id, now, deadline if deadline is not None
+                                                     else now + spec.slo_s, fut)))
         if spec is None:
-            self.metrics.drop(session_id, "error")
-            fut.set_result(Reply.dropped("error"))
-            return fut
-        p = _Pending(session_id, now, deadline if deadline is not None else now + spec.slo_s, fut)
+            return futs
         with self._lock:
-            self._pending[rid] = p
+            for rid, p in group:
+                self._pending[rid] = p
         pre = self.preprocess.get(spec.model)
         if pre is None:
-            p.input = payload
-            self._enqueue(rid, p)
+            for (_, p), x in zip(group, payloads):
+                p.input = x
+            self._enqueue(group)
         elif (self.preprocess_on if self.preprocess_on != "auto"
               else prepare_where(self._prepare_s.get(spec.model))) == "caller":
-            self._prepare(rid, p, pre, payload, spec.model)
-        else:
-            self._pool.submit(self._prepare, rid, p, pre, payload, spec.model)
-        return fut
+            self._enqueue([(rid, p) for (rid, p), x in zip(group, payloads)
+                           if self._prepare(rid, p, pre, x, spec.model)])
+        else:  # each converted on a pool thread; the last one done enqueues those that converted
+            ready: list[tuple[int, _Pending]] = []
+            left = [len(group)]
+
+            def one(rid: int, p: _Pending, x: Any) -> None:
+                ok = self._prepare(rid, p, pre, x, spec.model)
+                with self._lock:
+                    if ok:
+                        ready.append((rid, p))
+                    left[0] -= 1
+                    last = left[0] == 0
+                if last:
+                    self._enqueue(sorted(ready, key=lambda item: item[0]))
+
+            for (rid, p), x in zip(group, payloads):
+                self._pool.submit(one, rid, p, x)
+        return futs
 
     def _background_twin(self, session_id: str) -> str:
         """The background twin of a hosted real-time session, added on its first request."""
@@ -257,38 +291,51 @@ class Executor:
     def _metrics_of(self, session_id: str) -> ExecutorMetrics:
         return self.background_metrics if session_id.endswith(BACKGROUND_SUFFIX) else self.metrics
 
-    def _prepare(self, rid: int, p: _Pending, pre: Callable[[Any], Any], payload: Any, model: str) -> None:
+    def _prepare(self, rid: int, p: _Pending, pre: Callable[[Any], Any], payload: Any, model: str) -> bool:
+        """Convert one request's payload into its input; whether it converted (bad input: a drop
+        for this request only)."""
         try:
             t0 = self.clock.now()
             p.input = pre(payload)
             took = self.clock.now() - t0
             mean = self._prepare_s.get(model)
             self._prepare_s[model] = took if mean is None else mean + 0.1 * (took - mean)
-        except Exception as e:  # bad input: a drop for this request only
+        except Exception as e:
             logger.warning("preprocess failed for session %s: %s", p.session_id, e)
             self._finish_drop(rid, "error")
-            return
-        self._enqueue(rid, p)
+            return False
+        return True
 
-    def _enqueue(self, rid: int, p: _Pending) -> None:
-        p.enqueued = self.clock.now()
+    def _enqueue(self, items: Sequence[tuple[int, _Pending]]) -> None:
+        """Queue one message's requests (one session's) together, at one time."""
+        if not items:
+            return
+        now = self.clock.now()
         with self._lock:
-            spec = self._specs.get(p.session_id)
+            spec = self._specs.get(items[0][1].session_id)
             server = self.staged.get(spec.model) if spec is not None else None
         if server is not None:
-            server.submit(p.input, deadline=p.deadline, tag=p.session_id).add_done_callback(
-                lambda f: self._staged_done(rid, f.result()))
+            for rid, p in items:
+                p.enqueued = now
+                server.submit(p.input, deadline=p.deadline, tag=p.session_id).add_done_callback(
+                    partial(self._staged_done, rid))
             self._wake.set()
             return
+        shed: list[tuple[int, DropReason]] = []
         with self._lock:
-            shed = self.core.enqueue(p.session_id, rid, p.deadline, p.enqueued)
-        if shed is not None:
-            self._finish_drop(rid, shed.reason)
-        else:
+            for rid, p in items:
+                p.enqueued = now
+                d = self.core.enqueue(p.session_id, rid, p.deadline, now)
+                if d is not None:
+                    shed.append((rid, d.reason))
+        for rid, reason in shed:
+            self._finish_drop(rid, reason)
+        if len(shed) < len(items):
             self._wake.set()
 
-    def _staged_done(self, rid: int, r: Reply) -> None:
+    def _staged_done(self, rid: int, f: Future[Reply]) -> None:
         """A layer-wise request ended (answered, or dropped by its server)."""
+        r = f.result()
         p = self._pop(rid)
         if p is None:
             return

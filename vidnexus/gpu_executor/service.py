@@ -211,7 +211,7 @@ class ExecutorService:
             # Deadlines travel as wall-clock time; the executor runs on the monotonic reading.
             local_deadline = self.clock.now() + (req.deadline_wall - self.clock.wall())
             self._read(tp, m.offset, answered=False)
-            futs = [self.executor.submit(req.session_id, x, deadline=local_deadline) for x in req.inputs]
+            futs = self.executor.submit_many(req.session_id, req.inputs, deadline=local_deadline)
             done = partial(self._reply_when_done, req.reply_to, req.request_id, req.session_id, tp, m.offset, futs,
                            [len(futs)])
             for fut in futs:

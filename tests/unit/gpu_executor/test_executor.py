@@ -4,6 +4,7 @@ Every executor here runs on a FakeClock: time moves only when a FakeRunner runs 
 device loop blocks on the clock, so no test sleeps and no deadline passes by accident."""
 
 import threading
+import time
 
 import pytest
 
@@ -82,6 +83,29 @@ def test_bad_input_fails_alone():
     with ex:
         rs = [ex.submit("s", x).result(timeout=5) for x in (1, -1, 2)]
     assert [(r.ok, r.reason) for r in rs] == [(True, None), (False, "error"), (True, None)]
+
+
+@pytest.mark.parametrize("where", ["caller", "pool"])
+def test_a_messages_requests_enter_the_queue_together_and_run_in_one_batch(where):
+    """One message's requests (a frame's crops) are converted, then queued at once: the device never
+    takes the first alone while the others are still converting (it did: a batch of 1, then the
+    rest), and a bad one among them is a drop for itself only."""
+    def pre(x):
+        if x < 0:
+            raise ValueError("negative")
+        time.sleep(0.01 * x)  # real time, in which the free device loop would take the first alone
+        return x
+
+    clock = FakeClock()
+    runner = FakeRunner(P, clock)
+    ex = Executor([SessionSpec("s", "m", 5.0)], {"m": runner}, {"m": P}, preprocess={"m": pre},
+                  preprocess_on=where, workers=4, clock=clock)
+    with ex:
+        rs = [f.result(timeout=5) for f in ex.submit_many("s", [3, 1, -1, 2])]
+        assert ex.submit("s", 1).result(timeout=5).output == 1
+    assert [r.output if r.ok else r.reason for r in rs] == [3, 1, "error", 2]
+    assert runner.batches == [3, 1]
+    assert ex.stats()[0]["arrivals"] == 5
 
 
 def test_unknown_session_and_overload_are_accounted():
