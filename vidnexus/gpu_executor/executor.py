@@ -233,23 +233,18 @@ class Executor:
             session_id = self._background_twin(session_id)
         spec = self._specs.get(session_id)
         metrics = self._metrics_of(session_id)
-        futs: list[Future[Reply]] = []
-        group: list[tuple[int, _Pending]] = []
-        for _ in payloads:
+        futs: list[Future[Reply]] = [Future() for _ in payloads]
+        for fut in futs:
             metrics.arrival(session_id, now)
-            fut: Future[Reply] = Future()
-            futs.append(fut)
             if spec is None:
                 self.metrics.drop(session_id, "error")
                 fut.set_result(Reply.dropped("error"))
-                continue
-            group.append((next(self._ids), _Pending(session_id, now, deadline if deadline is not None
-                                                     else now + spec.slo_s, fut)))
         if spec is None:
             return futs
+        due = deadline if deadline is not None else now + spec.slo_s
+        group = [(next(self._ids), _Pending(session_id, now, due, fut)) for fut in futs]
         with self._lock:
-            for rid, p in group:
-                self._pending[rid] = p
+            self._pending.update(group)
         pre = self.preprocess.get(spec.model)
         if pre is None:
             for (_, p), x in zip(group, payloads):
@@ -261,15 +256,16 @@ class Executor:
                            if self._prepare(rid, p, pre, x, spec.model)])
         else:  # each converted on a pool thread; the last one done enqueues those that converted
             ready: list[tuple[int, _Pending]] = []
-            left = [len(group)]
+            left = len(group)
 
             def one(rid: int, p: _Pending, x: Any) -> None:
+                nonlocal left
                 ok = self._prepare(rid, p, pre, x, spec.model)
                 with self._lock:
                     if ok:
                         ready.append((rid, p))
-                    left[0] -= 1
-                    last = left[0] == 0
+                    left -= 1
+                    last = left == 0
                 if last:
                     self._enqueue(sorted(ready, key=lambda item: item[0]))
 
