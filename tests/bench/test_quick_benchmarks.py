@@ -134,6 +134,13 @@ def test_quick_run_writes_the_json(name, tmp_path):
     if name in ("peers", "peers-real"):  # vnx-kafka's executor took its topics with it
         left = {k: v for k, v in doc["summary"].items() if k.endswith("vnx_kafka_topics_left")}
         assert len(left) == (1 if name == "peers" else 2) and set(left.values()) == {0}, left
+        # the VM's speed checked before vidnexus's cell, before each peer and at the end; its drift reported
+        configs = [doc["config"]] if name == "peers" else list(doc["config"]["models"].values())
+        for c in configs:
+            assert [k["before"] for k in c["speed_checks"]] == ["vnx single@100", "triton", "ray-handle", "end"]
+            assert all(k["batch8_ms"] >= k["batch1_ms"] > 0 for k in c["speed_checks"]), c["speed_checks"]
+        drifts = [v for k, v in doc["summary"].items() if k.endswith("speed_drift")]
+        assert len(drifts) == len(configs) and all(d >= 1.0 for d in drifts), drifts
     if name == "peers-real":  # both real models, every system measured on each, each from its package file
         assert {(r["model"], r["system"]) for r in doc["results"]} == {
             (m, s) for m in ("hud_text", "pose_landmarks") for s in ("vnx-inproc", "vnx-kafka", "triton", "ray-handle")}

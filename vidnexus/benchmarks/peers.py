@@ -49,6 +49,7 @@ import numpy as np
 
 from vidnexus.benchmarks.machine import machine_info
 from vidnexus.benchmarks.openloop import drive, good_fraction, probe_goodput, probe_seconds
+from vidnexus.contracts.profile import Profile
 from vidnexus.errors import VidnexusError
 from vidnexus.gpu_executor.allocator import ENV as ALLOCATOR_ENV
 from vidnexus.gpu_executor.backend import Order
@@ -450,6 +451,25 @@ Paired bisections on a noisy 2-core VM have not yet told which is better at thes
 grid measures both, best per cell, as for the peers' knobs."""
 
 
+PROFILE_SIZES = [1, 2, 4, 8, 16, 32]
+"""Batch sizes of the model's profile (the run's first, and vnx-inproc's before each cell)."""
+SPEED_SIZES = (1, 8)
+"""Batch sizes a speed check times (``config.speed_checks``): before each cell of vidnexus's (with
+its profile), before each peer, and at the end: this shared VM's speed drifts within a run, and the
+summary's ``speed_drift`` says how far (the slowest check's batch of 8 over the fastest's)."""
+REWARM_S = 2.0
+"""vnx-kafka's warm-up before each cell after its first (its executor idled while vnx-inproc ran)."""
+
+
+def _cell_name(scenario: str, mix: Sequence[tuple[float, float]]) -> str:
+    """A cell's name in the summary: ``single@50``, ``multi@mixed``.
+
+    >>> _cell_name("single", [(1.0, 0.05)]), _cell_name("multi", [(0.5, 0.05), (0.5, 0.1)])
+    ('single@50', 'multi@mixed')
+    """
+    return f"{scenario}@{round(mix[0][1] * 1000) if len(mix) == 1 else 'mixed'}"
+
+
 def _knobs_text(knobs: dict[str, Any]) -> str:
     """A knob setting for the table: a peer's ``b8 w5ms``, vnx-kafka's ``linger 0ms``, ``-`` for none.
 
@@ -505,13 +525,35 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
     probe_max_s, budget_s = (2.0, 10.0) if quick else (None, None)
     uniform = not quick  # also a uniform (evenly spaced) trace at the tightest SLO
     mix3 = _multi_mix()
+    # The cells: (scenario, mix, arrivals), named as in the summary's by-cell ratios.
+    scenarios: list[tuple[str, list[tuple[float, float]], str]] = [("single", [(1.0, slo)], "poisson") for slo in slos]
+    if uniform:
+        scenarios.append(("uniform", [(1.0, min(slos))], "uniform"))
+    if multi:
+        scenarios.append(("multi", mix3, "poisson"))
     image_file = work / f"{w.key}-image.npy"
     np.save(image_file, w.image)
 
     runner = w.runner("m", threads)
     x = w.converter("m")(w.image)
     repeats, warmup = (1, 1) if quick else (3, 2)  # quick: a coarse profile (peers-real's OCR: 1.5 s a batch of 32)
-    prof, _ = profile_runner(runner, lambda: x, [1, 2, 4, 8, 16, 32], repeats=repeats, warmup=warmup)
+    t0 = time.perf_counter()
+    speed_checks: list[dict[str, Any]] = []
+
+    def checked(label: str, p: Profile) -> Profile:
+        speed_checks.append({"before": label, "at_s": round(time.perf_counter() - t0, 1),
+                             **{f"batch{b}_ms": round(p.latency(b) * 1000, 2) for b in SPEED_SIZES}})
+        return p
+
+    def profile_now(label: str) -> Profile:
+        """The model profiled again now (as at the start), recorded as a speed check."""
+        return checked(label, profile_runner(runner, lambda: x, PROFILE_SIZES, repeats=repeats, warmup=warmup)[0])
+
+    def speed_check(label: str) -> None:
+        """The model's batches of :data:`SPEED_SIZES` timed now (a drift check between systems)."""
+        checked(label, profile_runner(runner, lambda: x, list(SPEED_SIZES), repeats=3, warmup=1)[0])
+
+    prof = profile_now(f"vnx {_cell_name(*scenarios[0][:2])}")
     console.print(f"model: {escape(w.title)}, {threads} thread; batch 1 {prof.latency(1) * 1000:.1f} ms, "
                   f"batch 32 {prof.latency(32) * 1000:.1f} ms")
     results: list[dict[str, Any]] = []
@@ -549,35 +591,47 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
             tight = [(1.0, min(slos))]
             measure(system, "uniform", replay_for(tight), tight, knobs, kind="uniform")
 
-    # vidnexus in-process: one session per SLO, one worker thread (the duty cycle), no knobs.
-    singles("vnx-inproc", lambda mix: _vnx_inproc(w, {"m": runner}, prof, mix))
-    if multi:
-        three = {f"m{k}": w.runner(f"m{k}", threads) for k in range(len(mix3))}
-        for warm in three.values():
-            warm([x] * 32)
-            warm([x])
-        measure("vnx-inproc", "multi", _vnx_inproc(w, three, prof, mix3), mix3)
-        # The same executor with Nexus's round-robin duty cycle instead of least laxity first (the
-        # reason the default differs from the paper; not a peer, not in the summary's ratios).
-        measure("vnx-inproc-rr", "multi", _vnx_inproc(w, three, prof, mix3, order="round_robin"), mix3)
-
-    # vidnexus behind Kafka, over its knob grid (KAFKA_GRID) as each peer is over its own.
+    # vidnexus measured cell by cell: in-process, then behind
+    # Kafka at each of its knob settings, one after the other, so that the two ends of issue 18's
+    # vnx-kafka / vnx-inproc ratio are measured minutes apart, not half an hour (this VM's speed
+    # drifts: speed_checks). Before each cell the model is profiled again, and vnx-inproc's executors
+    # plan with that profile, as a served executor plans with the one it measured at load and
+    # refreshes; the probes' rate range stays the run's first profile's, the same for every system.
+    three = {f"m{k}": w.runner(f"m{k}", threads) for k in range(len(mix3))} if multi else {}
+    for warm in three.values():
+        warm([x] * 32)
+        warm([x])
     topics_left: int | None = 0  # None: a close could not tell
-    for kafka_knobs in KAFKA_GRID[:1] if quick else KAFKA_GRID:
-        kx = KafkaExecutor(w, [[(1.0, s)] for s in slos] + ([mix3] if multi else []), threads, work,
-                           copies=len(mix3) if multi else 1, linger_ms=kafka_knobs.get("linger_ms"))
-        try:
-            warm_mix = mix3 if multi else [(1.0, max(slos))]
+    kafkas: list[tuple[dict[str, Any], KafkaExecutor]] = []
+    try:
+        for kafka_knobs in KAFKA_GRID[:1] if quick else KAFKA_GRID:
+            kafkas.append((kafka_knobs, KafkaExecutor(
+                w, [[(1.0, s)] for s in slos] + ([mix3] if multi else []), threads, work,
+                copies=len(mix3) if multi else 1, linger_ms=kafka_knobs.get("linger_ms"))))
+        warm_mix = mix3 if multi else [(1.0, max(slos))]
+        for _, kx in kafkas:
             warm_up(kx.replayer(warm_mix), warm_mix)
-            singles("vnx-kafka", kx.replayer, kafka_knobs)
-            if multi:
-                measure("vnx-kafka", "multi", kx.replayer(mix3), mix3, kafka_knobs)
-        finally:
+        for k, (scenario, mix, kind) in enumerate(scenarios):
+            now_prof = prof if k == 0 else profile_now(f"vnx {_cell_name(scenario, mix)}")
+            if scenario == "multi":
+                measure("vnx-inproc", "multi", _vnx_inproc(w, three, now_prof, mix), mix)
+                # The same executor with Nexus's round-robin duty cycle instead of least laxity first
+                # (the reason the default differs from the paper; not a peer, not in the ratios).
+                measure("vnx-inproc-rr", "multi", _vnx_inproc(w, three, now_prof, mix, order="round_robin"), mix)
+            else:
+                measure("vnx-inproc", scenario, _vnx_inproc(w, {"m": runner}, now_prof, mix), mix, kind=kind)
+            for kafka_knobs, kx in kafkas:
+                if k > 0:  # idle while the in-process executor ran: a short warm-up again, out of the figures
+                    kx.replayer(warm_mix)(_trace(warm_rate, REWARM_S, warm_mix, 97))
+                measure("vnx-kafka", scenario, kx.replayer(mix), mix, kafka_knobs, kind=kind)
+    finally:
+        for _, kx in kafkas:
             kx.close()
             topics_left = None if topics_left is None or kx.topics_left is None else topics_left + kx.topics_left
 
     # The peers, each knob setting in its own server (three models: a server with three copies).
     for system in systems:
+        speed_check(system)
         for max_batch, wait_s in grids[system]:
             def server(copies: int) -> PeerServer:
                 return PeerServer(py, system, w, image_file, threads=threads, max_batch=max_batch, wait_s=wait_s,
@@ -591,6 +645,7 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
                     warm_up(srv.replay, mix3)
                     measure(system, "multi", srv.replay, mix3, srv.knobs)
 
+    speed_check("end")
     # Best per (system, scenario, SLO) over its knobs.
     best: dict[tuple[str, str, Any], dict[str, Any]] = {}
     for r in results:
@@ -636,6 +691,9 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
     summary["vnx_kafka_over_best_peer_by_cell"] = vs_peer
     summary["vnx_kafka_over_inproc_by_cell"] = vs_inproc
     summary["vnx_kafka_topics_left"] = topics_left  # the run's topics the broker still lists after close
+    # How far this VM's speed moved during the run: the slowest check's batch of 8 over the fastest's.
+    b8 = [c["batch8_ms"] for c in speed_checks]
+    summary["speed_drift"] = round(max(b8) / min(b8), 3) if b8 and min(b8) > 0 else None
     if multi:
         mb = {s: best.get((s, "multi", None), {}).get("goodput") for s in ["vnx-inproc", "vnx-kafka", *systems]}
         peer_best = max((v for k, v in mb.items() if not k.startswith("vnx") and v), default=0)
@@ -652,7 +710,10 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
                           "note": "every server (vnx-kafka's executor and broker, each peer's server) "
                                   "before its first probe; vnx-inproc builds a new executor per probe"},
               "arrivals": "poisson" + ("; uniform at the tightest SLO (peers: middle knobs)" if uniform else ""),
-              "profile": prof.to_dict()}
+              "profile": prof.to_dict(), "speed_checks": speed_checks,
+              "order": "per cell: vnx-inproc (a new profile before each cell but the first), then vnx-kafka at "
+                       "each knob setting (a warm-up of REWARM_S before each cell but the first); then each "
+                       "peer, all cells per knob setting; a speed check before each peer and at the end"}
     if multi:
         config["multi"] = [{"share": round(sh, 3), "slo_ms": round(slo * 1000)} for sh, slo in mix3]
     return {"results": results, "best": [v for _, v in sorted(best.items(), key=lambda kv: str(kv[0]))],
