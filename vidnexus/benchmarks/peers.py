@@ -591,12 +591,12 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
             tight = [(1.0, min(slos))]
             measure(system, "uniform", replay_for(tight), tight, knobs, kind="uniform")
 
-    # vidnexus measured cell by cell: in-process, then behind
-    # Kafka at each of its knob settings, one after the other, so that the two ends of issue 18's
-    # vnx-kafka / vnx-inproc ratio are measured minutes apart, not half an hour (this VM's speed
-    # drifts: speed_checks). Before each cell the model is profiled again, and vnx-inproc's executors
-    # plan with that profile, as a served executor plans with the one it measured at load and
-    # refreshes; the probes' rate range stays the run's first profile's, the same for every system.
+    # vidnexus measured cell by cell: in-process, then behind Kafka at each of its knob settings, so
+    # that the two ends of issue 18's vnx-kafka / vnx-inproc ratio are measured minutes apart, not
+    # half an hour (this VM's speed drifts: speed_checks). Before each cell the model is profiled
+    # again, and vnx-inproc's executors plan with that profile, as a served executor plans with the
+    # one it measured at load and refreshes; the probes' rate range stays the run's first profile's,
+    # the same for every system.
     three = {f"m{k}": w.runner(f"m{k}", threads) for k in range(len(mix3))} if multi else {}
     for warm in three.values():
         warm([x] * 32)
