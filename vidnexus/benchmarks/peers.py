@@ -461,13 +461,18 @@ REWARM_S = 2.0
 """vnx-kafka's warm-up before each cell after its first (its executor idled while vnx-inproc ran)."""
 
 
-def _cell_name(scenario: str, mix: Sequence[tuple[float, float]]) -> str:
+def _slo_ms(mix: Sequence[tuple[float, float]]) -> int | None:
+    """A one-model mix's SLO in ms (a result row's ``slo_ms``); None for a mix of several."""
+    return round(mix[0][1] * 1000) if len(mix) == 1 else None
+
+
+def _cell_name(scenario: str, slo_ms: int | None) -> str:
     """A cell's name in the summary: ``single@50``, ``multi@mixed``.
 
-    >>> _cell_name("single", [(1.0, 0.05)]), _cell_name("multi", [(0.5, 0.05), (0.5, 0.1)])
+    >>> _cell_name("single", _slo_ms([(1.0, 0.05)])), _cell_name("multi", _slo_ms([(0.5, 0.05), (0.5, 0.1)]))
     ('single@50', 'multi@mixed')
     """
-    return f"{scenario}@{round(mix[0][1] * 1000) if len(mix) == 1 else 'mixed'}"
+    return f"{scenario}@{slo_ms if slo_ms is not None else 'mixed'}"
 
 
 def _knobs_text(knobs: dict[str, Any]) -> str:
@@ -553,7 +558,7 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
         """The model's batches of :data:`SPEED_SIZES` timed now (a drift check between systems)."""
         checked(label, profile_runner(runner, lambda: x, list(SPEED_SIZES), repeats=3, warmup=1)[0])
 
-    prof = profile_now(f"vnx {_cell_name(*scenarios[0][:2])}")
+    prof = profile_now(f"vnx {_cell_name(scenarios[0][0], _slo_ms(scenarios[0][1]))}")
     console.print(f"model: {escape(w.title)}, {threads} thread; batch 1 {prof.latency(1) * 1000:.1f} ms, "
                   f"batch 32 {prof.latency(32) * 1000:.1f} ms")
     results: list[dict[str, Any]] = []
@@ -568,7 +573,7 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
                        probe_max_s=probe_max_s, budget_s=budget_s,
                        seed=11 if len(mix) == 1 else 13, kind=kind)
         entry = {"model": w.key, "system": system, "scenario": scenario,
-                 "slo_ms": round(mix[0][1] * 1000) if len(mix) == 1 else None, "knobs": knobs or {}, **row}
+                 "slo_ms": _slo_ms(mix), "knobs": knobs or {}, **row}
         results.append(entry)
         console.print(f"  {system:10s} {scenario:6s} SLO {entry['slo_ms'] or 'mixed'!s:>5} {json.dumps(entry['knobs']):34s} "
                       f"goodput {row['goodput']:7.1f} req/s  p50 {row.get('p50_ms')} p99 {row.get('p99_ms')} ms")
@@ -576,11 +581,11 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
     warm_rate = 0.5 * prof.throughput(max(1, prof.max_batch_within(max(slos) / 2)))
     warm_s = 2.0 if quick else 10.0
 
-    def warm_up(replay: Replay, mix: Sequence[tuple[float, float]]) -> None:
-        """Steady state before the first probe, the same for every server: ``warm_s`` of Poisson
+    def warm_up(replay: Replay, mix: Sequence[tuple[float, float]], seconds: float = warm_s) -> None:
+        """Steady state before the first probe, the same for every server: ``seconds`` (``warm_s``) of Poisson
         requests over ``mix`` at half the profile's saturated rate, results discarded (a broker's
         JIT, a server's first batches at each size, connection pools)."""
-        replay(_trace(warm_rate, warm_s, mix, 97))
+        replay(_trace(warm_rate, seconds, mix, 97))
 
     def singles(system: str, replay_for: Callable[[Sequence[tuple[float, float]]], Replay],
                 knobs: dict[str, Any] | None = None, with_uniform: bool = uniform) -> None:
@@ -612,7 +617,7 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
         for _, kx in kafkas:
             warm_up(kx.replayer(warm_mix), warm_mix)
         for k, (scenario, mix, kind) in enumerate(scenarios):
-            now_prof = prof if k == 0 else profile_now(f"vnx {_cell_name(scenario, mix)}")
+            now_prof = prof if k == 0 else profile_now(f"vnx {_cell_name(scenario, _slo_ms(mix))}")
             if scenario == "multi":
                 measure("vnx-inproc", "multi", _vnx_inproc(w, three, now_prof, mix), mix)
                 # The same executor with Nexus's round-robin duty cycle instead of least laxity first
@@ -622,7 +627,7 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
                 measure("vnx-inproc", scenario, _vnx_inproc(w, {"m": runner}, now_prof, mix), mix, kind=kind)
             for kafka_knobs, kx in kafkas:
                 if k > 0:  # idle while the in-process executor ran: a short warm-up again, out of the figures
-                    kx.replayer(warm_mix)(_trace(warm_rate, REWARM_S, warm_mix, 97))
+                    warm_up(kx.replayer(warm_mix), warm_mix, REWARM_S)
                 measure("vnx-kafka", scenario, kx.replayer(mix), mix, kafka_knobs, kind=kind)
     finally:
         for _, kx in kafkas:
@@ -679,7 +684,7 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
     vs_peer, vs_inproc = {}, {}
     for sc, slo in cells:
         ours = best[("vnx-kafka", sc, slo)]["goodput"]
-        name = f"{sc}@{slo if slo is not None else 'mixed'}"
+        name = _cell_name(sc, slo)
         peer = max((best[(p, sc, slo)]["goodput"] for p in systems if (p, sc, slo) in best), default=0.0)
         if peer > 0:
             vs_peer[name] = round(ours / peer, 3)
