@@ -208,18 +208,19 @@ def local_targets(
     def lat(u: str) -> float:
         return prof[u].latency(b[u])
 
-    def worst(u: str) -> float:
+    def worst(u: str, lats: Mapping[str, float], cycle: float, longest: float) -> float:
         if order == "round_robin":
-            return sum(lat(v) for v in b) + lat(u)
-        return (max(lat(v) for v in b) + sum(lat(v) for v in b if v != u and slo[v] <= slo[u])
-                + lat(u))
+            return cycle + lats[u]
+        return longest + sum(t for v, t in lats.items() if v != u and slo[v] <= slo[u]) + lats[u]
 
     while True:
-        late = [u for u in b if worst(u) > slo[u]]
+        lats = {u: lat(u) for u in b}
+        cycle, longest = sum(lats.values()), max(lats.values())
+        late = [u for u in b if worst(u, lats, cycle, longest) > slo[u]]
         shrinkable = [u for u in b if b[u] > 1]
         if not late or not shrinkable:
             break
-        b[max(shrinkable, key=lat)] -= 1
+        b[max(shrinkable, key=lats.__getitem__)] -= 1
     return {s.session_id: b[u] for u, members in units.items() for s in members} | background
 
 
