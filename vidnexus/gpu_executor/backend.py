@@ -215,7 +215,7 @@ def local_targets(
 
     while True:
         lats = {u: lat(u) for u in b}
-        cycle, longest = sum(lats.values()), max(lats.values())
+        cycle, longest = sum(lats.values()), max(lats.values(), default=0.0)
         late = [u for u in b if worst(u, lats, cycle, longest) > slo[u]]
         shrinkable = [u for u in b if b[u] > 1]
         if not late or not shrinkable:

@@ -85,6 +85,14 @@ def test_local_targets_shrink_until_the_duty_cycle_fits():
     assert min(t.values()) >= 1
 
 
+@pytest.mark.parametrize("order", ["laxity", "round_robin"])
+def test_local_targets_of_no_sessions_or_only_background_ones(order):
+    # An executor with no session yet (or only background ones) sizes nothing and raises nothing.
+    assert local_targets([], {"a": P}, order=order) == {}
+    bg = SessionSpec("bg", "a", 1.0, background=True)
+    assert local_targets([bg], {"a": P}, order=order) == {"bg": P.max_batch}
+
+
 def test_invalid_session_spec():
     with pytest.raises(ValueError, match="SLO"):
         SessionSpec("s", "a", 0.0)
