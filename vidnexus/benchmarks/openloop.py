@@ -64,7 +64,7 @@ def confirmed_fraction(probe: Callable[[int], tuple[int, int]], target: float, b
     by less than ``band``, that of it and a second probe (another trace: ``probe(1)``) pooled.
 
     ``probe(k)`` runs the k-th probe and returns (on time, requests). Why: a probe of a few hundred
-    requests cannot tell 99% from 98.5% (at a true 0.5% of misses, 3 or more of 260 happen about one
+    requests cannot tell 99% from 98.5% (at a true 0.5% of misses, 3 or more of 200 happen about one
     time in twelve), and a bisection that takes every failed probe at its word settles below a rate
     the system sustains, lower the more probes it makes. Near the target the rate is measured again
     on twice the requests; a clear failure (an overload, a stall that spoiled several percent) is
