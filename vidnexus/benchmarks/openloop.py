@@ -79,12 +79,10 @@ def confirmed_fraction(probe: Callable[[int], tuple[int, int]], target: float, b
         0.9230769230769231
     """
     good, n = probe(0)
-    frac = good / n if n else 1.0
-    if target - band <= frac < target:
+    if n and target - band <= good / n < target:
         more, m = probe(1)
         good, n = good + more, n + m
-        frac = good / n if n else 1.0
-    return frac
+    return good / n if n else 1.0
 
 
 def probe_goodput(fraction_at: Callable[[float], float], lo: float, hi: float, tol: float, *,

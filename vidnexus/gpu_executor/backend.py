@@ -205,16 +205,13 @@ def local_targets(
     prof = {u: profiles[members[0].model] for u, members in units.items()}
     b = {u: max(1, prof[u].efficient_batch_within(slo[u] / 2)) for u in units}
 
-    def lat(u: str) -> float:
-        return prof[u].latency(b[u])
-
     def worst(u: str, lats: Mapping[str, float], cycle: float, longest: float) -> float:
         if order == "round_robin":
             return cycle + lats[u]
         return longest + sum(t for v, t in lats.items() if v != u and slo[v] <= slo[u]) + lats[u]
 
     while True:
-        lats = {u: lat(u) for u in b}
+        lats = {u: prof[u].latency(b[u]) for u in b}
         cycle, longest = sum(lats.values()), max(lats.values(), default=0.0)
         late = [u for u in b if worst(u, lats, cycle, longest) > slo[u]]
         shrinkable = [u for u in b if b[u] > 1]
