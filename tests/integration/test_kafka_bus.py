@@ -188,6 +188,37 @@ def test_oversized_message_is_a_clear_error(kafka_bootstrap, kafka_driver, topic
         bus.close()
 
 
+def closed_port() -> str:
+    """``host:port`` where nothing listens: what a broker that went away looks like to a client."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_metadata_that_never_arrives_is_retryable(kafka_bootstrap, kafka_driver, topic):
+    """A broker that goes away between creating a topic and listing it (a restart) must leave the
+    role riding out the outage, not exiting: the CI run of 2026-11-30 lost its executor to this."""
+    bus = kafka_bus_of(kafka_driver, kafka_bootstrap)
+    try:
+        bus.timeout_s = 0.5
+        if kafka_driver == "kafka-python":
+            from kafka import KafkaProducer
+
+            bus._producer.close()
+            bus._producer = KafkaProducer(bootstrap_servers=[closed_port()], api_version=(2, 8, 0), max_block_ms=200)
+        else:
+            from confluent_kafka.admin import AdminClient
+
+            bus._admin = AdminClient({"bootstrap.servers": closed_port(), "log_level": 0})
+        with pytest.raises(ConnectorError, match="metadata never arrived") as e:
+            bus._wait_for_metadata(topic)
+        assert e.value.retryable
+    finally:
+        bus.close()
+
+
 def broker_topics(bootstrap: str) -> set[str]:
     """The topics the broker lists, read by an admin client of its own (not the bus under test)."""
     from confluent_kafka.admin import AdminClient

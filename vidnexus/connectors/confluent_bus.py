@@ -203,15 +203,19 @@ class ConfluentBus:
                                  f"in {self.timeout_s * 2 + 1:g} s", retryable=True) from None
 
     def _wait_for_metadata(self, name: str) -> None:
+        """Wait at most twice ``timeout_s`` until the broker lists ``name``. Not arriving is
+        retryable: it is what a broker that went away just after the creation looks like."""
         deadline = time.monotonic() + self.timeout_s * 2
+        last: ConnectorError | None = None
         while time.monotonic() < deadline:
             try:
                 if self.partitions(name):
                     return
-            except ConnectorError:
-                pass
+            except ConnectorError as e:
+                last = e
             time.sleep(0.05)
-        raise ConnectorError(f"topic {name!r} was created but its metadata never arrived")
+        raise ConnectorError(f"topic {name!r} was created but its metadata never arrived"
+                             + (f" ({last})" if last else ""), retryable=True)
 
     def partitions(self, topic: str) -> int:
         from confluent_kafka import KafkaException

@@ -113,14 +113,23 @@ class KafkaBus:
                                      f"({t.get('error_message') or 'no message'})", retryable=True)
 
     def _wait_for_metadata(self, name: str) -> None:
+        """Wait at most twice ``timeout_s`` until the broker lists ``name``. Not arriving is
+        retryable: it is what a broker that went away just after the creation looks like."""
         import time
 
+        from kafka.errors import KafkaError
+
         deadline = time.monotonic() + self.timeout_s * 2
+        last: KafkaError | None = None
         while time.monotonic() < deadline:
-            if self._producer.partitions_for(name):
-                return
+            try:
+                if self._producer.partitions_for(name):
+                    return
+            except KafkaError as e:  # the metadata request timed out: the broker is away
+                last = e
             time.sleep(0.05)
-        raise ConnectorError(f"topic {name!r} was created but its metadata never arrived")
+        raise ConnectorError(f"topic {name!r} was created but its metadata never arrived"
+                             + (f" ({last})" if last else ""), retryable=True)
 
     def partitions(self, topic: str) -> int:
         from kafka.errors import KafkaError
