@@ -18,7 +18,7 @@ from rich.table import Table
 from vidnexus.cli.common import (console, console_tokens, err_console, finite, print_result, require_kafka, settings,
                                  write_private)
 from vidnexus.config import SINK_MAX_ROWS
-from vidnexus.errors import VidnexusError
+from vidnexus.errors import ConnectorError, VidnexusError
 
 __all__ = ["register"]
 
@@ -322,7 +322,12 @@ def executor(
     stop = threading.Event()
     _stop_on_signals(stop)
     try:
-        role.start()
+        try:
+            role.start()
+        except ConnectorError as e:  # the models are loaded: run() finishes the start once the broker answers
+            if not e.retryable:
+                raise
+            err_console.print(f"executor: the broker did not answer ({e}); serving begins when it does")
         for gid in sorted(set(role.groups.values())):
             members = sorted(m for m, g in role.groups.items() if g == gid)
             err_console.print(f"executor: prefix batching: {', '.join(members)} share one trunk")

@@ -93,7 +93,7 @@ class KafkaBus:
             )
         except TopicAlreadyExistsError:
             return
-        except KafkaError as e:
+        except (KafkaError, RuntimeError) as e:  # RuntimeError: "Failed to find active controller id!" mid-restart
             raise ConnectorError(f"cannot create topic {name!r}: {e}", retryable=True) from None
         self._wait_for_metadata(name)
 
@@ -104,7 +104,7 @@ class KafkaBus:
 
         try:
             result = self._admin.delete_topics([name], timeout_ms=int(self.timeout_s * 1000), raise_errors=False)
-        except KafkaError as e:
+        except (KafkaError, RuntimeError) as e:  # RuntimeError: no active controller found (mid-restart)
             raise ConnectorError(f"cannot delete topic {name!r}: {e}", retryable=True) from None
         for t in result.get("topics", []):
             code = t.get("error_code", 0) if isinstance(t, dict) else 0
@@ -265,7 +265,14 @@ class KafkaGroupConsumer:
                 pass  # a topic not there yet joins later, as before
 
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Message]:
-        batches = self._c.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+        from kafka.errors import IllegalStateError, KafkaError
+
+        try:
+            batches = self._c.poll(timeout_ms=int(timeout_s * 1000), max_records=max_records)
+        except IllegalStateError:  # closed, or not subscribed: a caller's bug, not an outage
+            raise
+        except KafkaError as e:  # a coordinator or fetch error while the broker restarts
+            raise ConnectorError(f"cannot poll (group {self.group}): {e}", retryable=True) from None
         out: list[Message] = []
         for tp, records in sorted(batches.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
             for r in records:

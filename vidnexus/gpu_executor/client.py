@@ -64,6 +64,9 @@ HOP_WINDOW_S = 30.0
 """Seconds a measured round trip counts for: a session that got no reply for that long (its
 executor or the broker away) starts measuring again from nothing."""
 
+LISTEN_RETRY_S = 0.5
+"""How often the reply listener tries again while reading replies fails (a broker restarting)."""
+
 _UNTIMED = frozenset({"error", "timeout"})
 """Reasons of replies whose ``latency_s`` is not the executor's time with the request."""
 
@@ -257,9 +260,25 @@ class ExecutorClient:
                 _resolve(fut, Reply.dropped("timeout", latency_s=self._clock.now() - sent))
 
     def _listen(self) -> None:
+        failing_since: float | None = None  # when reading replies began to fail
         while not self._stop.is_set():
             self._expire()
-            for m in self._consumer.poll(timeout_s=self._poll_timeout()):
+            try:
+                msgs = self._consumer.poll(timeout_s=self._poll_timeout())
+            except Exception as e:  # noqa: BLE001 - the listener outlives a broker restart; requests meanwhile time out
+                if failing_since is None:
+                    failing_since = self._clock.now()
+                    retryable = isinstance(e, ConnectorError) and e.retryable
+                    logger.log(logging.WARNING if retryable else logging.ERROR,
+                               "cannot read replies from %s (%s: %s): trying again every %g s",
+                               self.reply_topic, type(e).__name__, e, LISTEN_RETRY_S)
+                self._stop.wait(LISTEN_RETRY_S)
+                continue
+            if failing_since is not None:
+                logger.warning("replies from %s read again after %.1f s", self.reply_topic,
+                               self._clock.now() - failing_since)
+                failing_since = None
+            for m in msgs:
                 try:
                     rid, sid, reps = decode_reply(m.value)
                 except CodecError as e:

@@ -29,7 +29,7 @@ from vidnexus.connectors.watchdog import GroupWatchdog
 from vidnexus.contracts.replies import Reply
 from vidnexus.contracts.requests import decode_request, encode_reply
 from vidnexus.contracts.topics import BACKGROUND_RETENTION_S, Topics, request_retention_s
-from vidnexus.errors import CodecError
+from vidnexus.errors import CodecError, ConnectorError
 from vidnexus.gpu_executor.executor import Executor
 
 __all__ = ["ExecutorService"]
@@ -136,9 +136,16 @@ class ExecutorService:
         served. Requests already taken keep being served; the consumer group hands the partitions over."""
         self._planned = list(session_ids)
         adopt = [self.names.routed_requests(s, e) for s, e in adopted if s in self.sessions]
-        for t in set(adopt) - set(self._adopted):  # it may never have been created (its executor died first)
-            self.bus.create_topic(t, 1)
-        self._adopted = adopt
+        failed: list[str] = []
+        for t in sorted(set(adopt) - set(self._adopted)):  # it may never have been created (its executor died first)
+            try:
+                self.bus.create_topic(t, 1)
+            except ConnectorError as e:
+                if not e.retryable:
+                    raise
+                failed.append(t)
+                logger.warning("cannot adopt %s yet (%s): the next plan tries again", t, e)
+        self._adopted = [t for t in adopt if t not in failed]
         self._follow()
 
     def _reply_when_done(self, reply_to: str, request_id: str, session_id: str, tp: tuple[str, int], offset: int,
@@ -193,7 +200,8 @@ class ExecutorService:
         if self._resubscribe or (self._consumer is None and self.topics):
             if self._consumer is not None:
                 self._commit_when_answered(self._consumer)
-                self._consumer.close()
+                old, self._consumer = self._consumer, None  # a failed subscribe below: the next step tries again
+                old.close()
             self._consumer = self._subscribe()
         if self._consumer is None:
             self.clock.wait(self._stop, min(timeout_s, 0.2))

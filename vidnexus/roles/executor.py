@@ -31,7 +31,7 @@ from vidnexus.contracts.profile import Profile
 from vidnexus.contracts.sessions import SessionKey
 from vidnexus.contracts.stats import ExecutorStats, SessionStats, encode_stats
 from vidnexus.contracts.topics import Topics
-from vidnexus.errors import ConfigError
+from vidnexus.errors import ConfigError, ConnectorError
 from vidnexus.gpu_executor.backend import Order, SessionSpec
 from vidnexus.gpu_executor.batching import PolicyName
 from vidnexus.gpu_executor.executor import Executor
@@ -200,6 +200,7 @@ class ExecutorRole:
         """Memory each loaded model holds on the device (reported with the stats; the planner's
         second capacity)."""
         self._follower: PlanFollower | None = None
+        self._started = False  # every step of start() done
         self._unassigned: dict[str, tuple[int, float]] = {}  # session → (plans in a row without it, since)
         self._last_report: tuple[float, dict[str, int]] = (0.0, {})
         self._last_arrival: dict[str, float] = {}
@@ -216,9 +217,29 @@ class ExecutorRole:
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> "ExecutorRole":
-        """Load the models (warm, profiled), start the device and subscribe to the requests."""
-        if self.executor is not None:
+        """Load the models (warm, profiled), start the device and subscribe to the requests.
+
+        Resumable: a broker that fails a step after the models are loaded (creating a topic,
+        reading the control topic) raises here, and the next call picks up at that step, so
+        :meth:`step` under :meth:`run` rides out a broker that restarts while the role starts."""
+        if self._started:
             return self
+        if self.executor is None:
+            self.executor = self._start_device()
+        if self.service is None:
+            self.service = ExecutorService(self.executor, self.bus, self.settings, clock=self.clock,
+                                           dead_letters=self.dead_letters, routed_as=self.id)
+        self.bus.create_topic(self.topics.stats, 1)
+        if self.follow_plans and self._follower is None:
+            self._follower = PlanFollower(self.bus, self.topics, self.dead_letters)
+        now = self.clock.now()
+        self._last_report = (now, {})
+        self._next_report = now + self.stats_every_s
+        self._started = True
+        return self
+
+    def _start_device(self) -> Executor:
+        """Load, warm and profile the models and start the executor's device thread."""
         from vidnexus.gpu_executor.loading import served_runners
 
         loaded, profiles = self.load(sorted({s.model for s in self.specs.values()}))
@@ -228,20 +249,12 @@ class ExecutorRole:
         # A group's members run through its PrefixRunner only: the trunk is held once.
         runners, self.groups, group_runners = served_runners(loaded, self.device,
                                                              declared_prefixes(self.settings, loaded))
-        self.executor = Executor(list(self.specs.values()), runners, profiles, preprocess=preprocess,
-                                 clock=self.clock, metrics=self.metrics, prefix_groups=self.groups,
-                                 group_runners=group_runners, workers=self.workers, order=self.order,
-                                 probe=self.probe, on_profile=self.save_profile, staged=staged).start()
-        self.service = ExecutorService(self.executor, self.bus, self.settings, clock=self.clock,
-                                       dead_letters=self.dead_letters, routed_as=self.id)
-        self.bus.create_topic(self.topics.stats, 1)
-        if self.follow_plans:
-            self._follower = PlanFollower(self.bus, self.topics, self.dead_letters)
-        now = self.clock.now()
-        self._last_report = (now, {})
-        self._next_report = now + self.stats_every_s
+        executor = Executor(list(self.specs.values()), runners, profiles, preprocess=preprocess,
+                            clock=self.clock, metrics=self.metrics, prefix_groups=self.groups,
+                            group_runners=group_runners, workers=self.workers, order=self.order,
+                            probe=self.probe, on_profile=self.save_profile, staged=staged).start()
         settle_heap()  # models and profiles live as long as the process: full collections skip them
-        return self
+        return executor
 
     def health(self) -> Health:
         """The role's health, with its dead letters by source."""
@@ -431,4 +444,9 @@ class ExecutorRole:
         new = runner is not None or staged is not None
         self.executor.add_session(spec, runner, prof, self.inputs(key.model) if new else None, staged=staged)
         self.specs[sid] = spec  # hosted from now on, even if its topics cannot be created yet
-        self.service.add_session(sid)
+        try:
+            self.service.add_session(sid)
+        except ConnectorError as e:  # the rest of the plan applies; each step tries the topics again
+            if not e.retryable:
+                raise
+            logger.warning("session %s hosted, its request topics not created yet: %s", sid, e)

@@ -64,6 +64,7 @@ class SinkRole:
         self.dead_letters = DeadLetters(bus, topics, "sink").expect("rows")
         self.group = group or topics.group("sink")
         self.consumer = bus.subscribe([self.topic], group=self.group)
+        self._closed = False  # the consumer was closed to rejoin and its successor is not subscribed yet
         self.watchdog = GroupWatchdog(bus, self.group, lambda: [self.topic], self.clock, stall_s=settings.watchdog_s,
                                       role="sink")
         self.stats = SinkStats()
@@ -90,8 +91,9 @@ class SinkRole:
         if self._buf and (self._buffered_rows >= self.max_rows or due):
             self.flush()
         if read == 0 and not self._buf and self.watchdog.check(self.consumer):
+            self._closed = True  # a subscribe that fails now is tried again by the next read
             self.consumer.close()
-            self.consumer = self.bus.subscribe([self.topic], group=self.group)
+            self._subscribe()
         if self.on_summary is not None:
             st = self.stats
             out = self.summary.tick(self.clock.now(), {"inserted": st.rows, "dead-lettered": st.dead},
@@ -102,6 +104,8 @@ class SinkRole:
 
     def _read(self, timeout_s: float) -> int:
         """Buffer what one poll returns; the messages read."""
+        if self._closed:
+            self._subscribe()
         msgs = self.consumer.poll(timeout_s=timeout_s)
         for m in msgs:
             self.stats.messages += 1
@@ -206,6 +210,10 @@ class SinkRole:
         self._buf, self._buffered_rows, self._oldest = [], 0, None
         self.consumer.commit()
 
+    def _subscribe(self) -> None:
+        self.consumer = self.bus.subscribe([self.topic], group=self.group)
+        self._closed = False
+
     def _columns(self, table: str, schemas: dict[str, TableSchema]) -> tuple[str, ...]:
         return tuple((schemas.get(table) or self._known[table]).column_names)
 
@@ -250,5 +258,6 @@ class SinkRole:
                         self.flush()
                 self.flush()
         finally:
-            self.consumer.close()
+            if not self._closed:
+                self.consumer.close()
         return self.stats

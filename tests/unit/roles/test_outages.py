@@ -283,6 +283,14 @@ def test_ingest_keeps_its_streams_running_while_the_registry_is_unreadable(tmp_p
 
 
 # -- the executor --------------------------------------------------------------------------------
+class NoTopics(FlakyBus):
+    """Creating topics fails too while the switch is down."""
+
+    def create_topic(self, *a, **kw):
+        self.switch.check()
+        return self._b.create_topic(*a, **kw)
+
+
 def fake_load(clock):
     prof = Profile.linear(0.0001, 0.0005, 16)
 
@@ -300,11 +308,6 @@ def test_a_session_a_plan_gives_while_the_broker_is_away_is_served_though_later_
     mem = MemoryBus(clock=clock)
     switch = Switch()
 
-    class NoTopics(FlakyBus):
-        def create_topic(self, *a, **kw):
-            self.switch.check()
-            return self._b.create_topic(*a, **kw)
-
     key, new = SessionKey("m", 5000), SessionKey("m", 4990)
     role = ExecutorRole(settings, [key], bus=NoTopics(mem, switch), clock=clock, load=fake_load(clock),
                         executor_id="e1", stats_every_s=1e9)
@@ -315,8 +318,8 @@ def test_a_session_a_plan_gives_while_the_broker_is_away_is_served_though_later_
                          executors=("e1",))
         client.route(plan.routing)
         switch.down.set()
-        with pytest.raises(ConnectorError):
-            role.apply(plan)
+        role.apply(plan)  # hosts the session; its topics wait for the broker (the rest of the plan applies)
+        assert str(new) in role.specs and role.executor.targets()[str(new)] == 4
         fut = client.submit(str(new), np.ones(3, np.float32), slo_s=5.0)  # to e1's routed topic of the new session
         switch.down.clear()
         role.apply(EpochPlan(1, 6, 0.0, assignments={"e1": {str(key): 4}}, executors=("e1",)))
@@ -425,6 +428,186 @@ def test_the_executor_watchdog_rejoins_a_group_that_gave_it_no_partitions(caplog
         client.close()
     finally:
         role.close()
+
+
+class OwnsNothing:
+    """A member the group gave no partition; polled after it is closed it raises, as Kafka's do."""
+
+    closed = False
+
+    def poll(self, timeout_s=1.0, max_records=500):
+        if self.closed:
+            raise RuntimeError("poll on a closed consumer")
+        return []
+
+    def assignment(self):
+        return set()
+
+    def commit(self, offsets=None, *, wait=True):
+        if self.closed:
+            raise RuntimeError("commit on a closed consumer")
+
+    def wakeup(self):
+        return None
+
+    def close(self):
+        self.closed = True
+
+
+class RejoinFailsOnce:
+    """The first member subscribed owns nothing (as :class:`StuckBus`); when its watchdog rejoins
+    the broker is away (the second subscribe raises); the third subscribe is normal."""
+
+    def __init__(self, bus: MemoryBus) -> None:
+        self._b = bus
+        self.subscribes = 0
+
+    def subscribe(self, topics, group, *, from_beginning=True):
+        self.subscribes += 1
+        if self.subscribes == 2:
+            raise DOWN
+        c = self._b.subscribe(topics, group, from_beginning=from_beginning)
+        if self.subscribes == 1:
+            c.close()
+            return OwnsNothing()
+        return c
+
+    def __getattr__(self, name):
+        return getattr(self._b, name)
+
+
+def test_an_executor_rejoin_that_fails_is_tried_again_not_polled_closed():
+    """A watchdog rejoin during a broker restart: the old consumer is closed, subscribing raises;
+    the next step must subscribe again (it polled the closed consumer and the role ended)."""
+    settings = Settings(topic_prefix="ex", watchdog_s=30.0)
+    clock = FakeClock()
+    inner = MemoryBus(clock=clock)
+    bus = RejoinFailsOnce(inner)
+    key = SessionKey("m", 60000)
+    role = ExecutorRole(settings, [key], bus=bus, clock=clock, load=fake_load(clock), executor_id="e1",
+                        stats_every_s=1e9, follow_plans=False)
+    role.start()
+    client = ExecutorClient(inner, settings, "c", clock=clock)
+    try:
+        futs = [client.submit(str(key), np.full(2, i, np.float32), slo_s=60.0) for i in range(3)]
+        failed = 0
+        for _ in range(30):
+            try:
+                role.step(timeout_s=0.0)
+            except ConnectorError:  # what the role's run() rides out
+                failed += 1
+            if bus.subscribes == 3:
+                break
+            clock.advance(2.0)
+        assert failed == 1 and bus.subscribes == 3
+        while not all(f.done() for f in futs):
+            role.step(timeout_s=0.0)
+        assert [f.result().output for f in futs] == [0.0, 2.0, 4.0]
+    finally:
+        client.close()
+        role.close()
+
+
+def test_a_sink_rejoin_that_fails_is_tried_again_not_polled_closed(tmp_path):
+    settings = Settings(topic_prefix="sx", watchdog_s=30.0)
+    store = ChdbStore(tmp_path / "db")
+    clock = FakeClock()
+    bus = RejoinFailsOnce(MemoryBus(clock=clock))
+    try:
+        sink = SinkRole(settings, bus=bus, store=store, clock=clock, max_rows=10, max_delay_s=0.5)
+        bus.publish(Topics("sx").rows, b"cam", rows_message(0, 4))
+        failed = 0
+        for _ in range(40):
+            try:
+                sink.step(timeout_s=0.0)
+            except ConnectorError:
+                failed += 1
+            if sink.stats.rows == 4:
+                break
+            clock.advance(2.0)
+        assert failed == 1 and bus.subscribes == 3 and sink.stats.rows == 4
+        assert store.query(f"SELECT count() FROM {T.name} FINAL").scalar() == 4
+    finally:
+        store.close()
+
+
+def test_an_executor_that_starts_as_the_broker_goes_away_finishes_starting_when_it_returns():
+    """start() fails after the models are loaded (creating its topics); the next step finishes it
+    without loading them again (it found the executor there, took it as started, and ended on an
+    assertion)."""
+    settings = Settings(topic_prefix="es")
+    clock = FakeClock()
+    mem = MemoryBus(clock=clock)
+    switch = Switch()
+    loads = []
+    inner = fake_load(clock)
+    key = SessionKey("m", 5000)
+    role = ExecutorRole(settings, [key], bus=NoTopics(mem, switch), clock=clock,
+                        load=lambda names: loads.append(names) or inner(names), executor_id="e1", stats_every_s=1e9)
+    switch.down.set()
+    with pytest.raises(ConnectorError):
+        role.start()
+    switch.down.clear()
+    client = ExecutorClient(mem, settings, "c", clock=clock)
+    try:
+        fut = client.submit(str(key), np.ones(3, np.float32), slo_s=5.0)
+        for _ in range(200):
+            role.step(timeout_s=0.0)
+            if fut.done():
+                break
+        assert fut.result(timeout=5).output == 3.0 and len(loads) == 1
+    finally:
+        client.close()
+        role.close()
+
+
+class PollFails(FlakyBus):
+    """Consumers whose polls fail while the switch is down (a broker restarting)."""
+
+    def subscribe(self, *a, **kw):
+        c, switch = self._b.subscribe(*a, **kw), self.switch
+
+        class Consumer:
+            def poll(self, *a, **kw):
+                switch.check()
+                return c.poll(*a, **kw)
+
+            def __getattr__(self, name):
+                return getattr(c, name)
+        return Consumer()
+
+
+def test_the_reply_listener_outlives_failing_polls(caplog):
+    """The client's listener thread ended on the first failed poll; the worker went on sending and
+    every request timed out."""
+    settings = Settings(topic_prefix="el")
+    clock = FakeClock()
+    mem = MemoryBus(clock=clock)
+    switch = Switch()
+    key = SessionKey("m", 5000)
+    role = ExecutorRole(settings, [key], bus=mem, clock=clock, load=fake_load(clock), executor_id="e1",
+                        stats_every_s=1e9, follow_plans=False)
+    role.start()
+    switch.down.set()
+    with caplog.at_level("WARNING", logger="vidnexus.gpu_executor.client"):
+        client = ExecutorClient(PollFails(mem, switch), settings, "c", clock=clock)
+        try:
+            while switch.calls_while_down < 2:  # failed at least twice: it went on trying
+                threading.Event().wait(0.05)
+            switch.down.clear()
+            fut = client.submit(str(key), np.ones(3, np.float32), slo_s=5.0)
+            for _ in range(2000):
+                role.step(timeout_s=0.0)
+                if fut.done():
+                    break
+                threading.Event().wait(0.005)
+            assert fut.result(timeout=5).output == 3.0
+        finally:
+            client.close()
+            role.close()
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(line.startswith("cannot read replies from") for line in lines)
+    assert any(line.startswith("replies from") and "read again after" in line for line in lines)
 
 
 def test_watchdog_decisions():
