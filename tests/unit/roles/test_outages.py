@@ -365,71 +365,6 @@ def test_an_executor_the_plan_does_not_know_keeps_serving_its_sessions():
         role.close()
 
 
-class StuckBus:
-    """The first group member subscribed gets no partitions, ever (what a join that raced a broker
-    restart looked like in the fault runs); later ones are normal."""
-
-    def __init__(self, bus: MemoryBus) -> None:
-        self._b = bus
-        self.subscribes = 0
-
-    def subscribe(self, topics, group, *, from_beginning=True):
-        self.subscribes += 1
-        c = self._b.subscribe(topics, group, from_beginning=from_beginning)
-        if self.subscribes == 1:
-            c.close()  # leaves the group: owns nothing and reads nothing
-
-            class Stuck:
-                def poll(self, timeout_s=1.0, max_records=500):
-                    return []
-
-                def assignment(self):
-                    return set()
-
-                def commit(self, offsets=None, *, wait=True):
-                    return None
-
-                def wakeup(self):
-                    return None
-
-                def close(self):
-                    return None
-            return Stuck()
-        return c
-
-    def __getattr__(self, name):
-        return getattr(self._b, name)
-
-
-def test_the_executor_watchdog_rejoins_a_group_that_gave_it_no_partitions(caplog):
-    settings = Settings(topic_prefix="ew", watchdog_s=30.0)
-    clock = FakeClock()
-    inner = MemoryBus(clock=clock)
-    bus = StuckBus(inner)
-    key = SessionKey("m", 60000)
-    role = ExecutorRole(settings, [key], bus=bus, clock=clock, load=fake_load(clock), executor_id="e1",
-                        stats_every_s=1e9, follow_plans=False)
-    role.start()
-    try:
-        client = ExecutorClient(inner, settings, "c", clock=clock)
-        futs = [client.submit(str(key), np.full(2, i, np.float32), slo_s=60.0) for i in range(5)]
-        with caplog.at_level("ERROR", logger="vidnexus.connectors.watchdog"):
-            for _ in range(20):  # 40 s with requests waiting and no partition
-                role.step(timeout_s=0.0)
-                clock.advance(2.0)
-                if any(f.done() for f in futs):
-                    break
-        assert bus.subscribes == 2 and role.service.watchdog.rejoins == 1
-        assert any("owns no partition" in r.getMessage() and "5 records wait" in r.getMessage()
-                   for r in caplog.records)
-        while not all(f.done() for f in futs):
-            role.step(timeout_s=0.0)
-        assert [f.result().output for f in futs] == [0.0, 2.0, 4.0, 6.0, 8.0]
-        client.close()
-    finally:
-        role.close()
-
-
 class OwnsNothing:
     """A member the group gave no partition; polled after it is closed it raises, as Kafka's do."""
 
@@ -454,9 +389,9 @@ class OwnsNothing:
         self.closed = True
 
 
-class RejoinFailsOnce:
-    """The first member subscribed owns nothing (as :class:`StuckBus`); when its watchdog rejoins
-    the broker is away (the second subscribe raises); the third subscribe is normal."""
+class StuckBus:
+    """The first group member subscribed gets no partitions, ever (what a join that raced a broker
+    restart looked like in the fault runs); later ones are normal."""
 
     def __init__(self, bus: MemoryBus) -> None:
         self._b = bus
@@ -464,11 +399,9 @@ class RejoinFailsOnce:
 
     def subscribe(self, topics, group, *, from_beginning=True):
         self.subscribes += 1
-        if self.subscribes == 2:
-            raise DOWN
         c = self._b.subscribe(topics, group, from_beginning=from_beginning)
         if self.subscribes == 1:
-            c.close()
+            c.close()  # leaves the group: owns nothing and reads nothing
             return OwnsNothing()
         return c
 
@@ -476,18 +409,56 @@ class RejoinFailsOnce:
         return getattr(self._b, name)
 
 
-def test_an_executor_rejoin_that_fails_is_tried_again_not_polled_closed():
-    """A watchdog rejoin during a broker restart: the old consumer is closed, subscribing raises;
-    the next step must subscribe again (it polled the closed consumer and the role ended)."""
-    settings = Settings(topic_prefix="ex", watchdog_s=30.0)
+def watchdog_executor(prefix: str, bus_of):
+    """An executor on ``bus_of(MemoryBus)`` with a 30 s watchdog, started, and a client on the
+    plain bus: (role, client, session, clock, bus)."""
+    settings = Settings(topic_prefix=prefix, watchdog_s=30.0)
     clock = FakeClock()
     inner = MemoryBus(clock=clock)
-    bus = RejoinFailsOnce(inner)
+    bus = bus_of(inner)
     key = SessionKey("m", 60000)
     role = ExecutorRole(settings, [key], bus=bus, clock=clock, load=fake_load(clock), executor_id="e1",
                         stats_every_s=1e9, follow_plans=False)
     role.start()
-    client = ExecutorClient(inner, settings, "c", clock=clock)
+    return role, ExecutorClient(inner, settings, "c", clock=clock), key, clock, bus
+
+
+def test_the_executor_watchdog_rejoins_a_group_that_gave_it_no_partitions(caplog):
+    role, client, key, clock, bus = watchdog_executor("ew", StuckBus)
+    try:
+        futs = [client.submit(str(key), np.full(2, i, np.float32), slo_s=60.0) for i in range(5)]
+        with caplog.at_level("ERROR", logger="vidnexus.connectors.watchdog"):
+            for _ in range(20):  # 40 s with requests waiting and no partition
+                role.step(timeout_s=0.0)
+                clock.advance(2.0)
+                if any(f.done() for f in futs):
+                    break
+        assert bus.subscribes == 2 and role.service.watchdog.rejoins == 1
+        assert any("owns no partition" in r.getMessage() and "5 records wait" in r.getMessage()
+                   for r in caplog.records)
+        while not all(f.done() for f in futs):
+            role.step(timeout_s=0.0)
+        assert [f.result().output for f in futs] == [0.0, 2.0, 4.0, 6.0, 8.0]
+        client.close()
+    finally:
+        role.close()
+
+
+class RejoinFailsOnce(StuckBus):
+    """As :class:`StuckBus`, but when the watchdog rejoins the broker is away (the second subscribe
+    raises); the third subscribe is normal."""
+
+    def subscribe(self, topics, group, *, from_beginning=True):
+        if self.subscribes == 1:
+            self.subscribes += 1
+            raise DOWN
+        return super().subscribe(topics, group, from_beginning=from_beginning)
+
+
+def test_an_executor_rejoin_that_fails_is_tried_again_not_polled_closed():
+    """A watchdog rejoin during a broker restart: the old consumer is closed, subscribing raises;
+    the next step must subscribe again (it polled the closed consumer and the role ended)."""
+    role, client, key, clock, bus = watchdog_executor("ex", RejoinFailsOnce)
     try:
         futs = [client.submit(str(key), np.full(2, i, np.float32), slo_s=60.0) for i in range(3)]
         failed = 0
