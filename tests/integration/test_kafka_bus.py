@@ -219,6 +219,60 @@ def test_metadata_that_never_arrives_is_retryable(kafka_bootstrap, kafka_driver,
         bus.close()
 
 
+@pytest.mark.parametrize("name, partitions, reason", [("has space", 1, "invalid"), (None, 0, "partitions")])
+def test_a_topic_the_broker_refuses_for_good_is_not_retryable(kafka_bus, kafka_bootstrap, topic, name, partitions,
+                                                              reason):
+    """A bad name or partition count is answered the same however often it is tried: a role must stop
+    with the broker's reason, not ride it out as an outage until VNX_GIVE_UP_S (both drivers
+    classified every creation error retryable until 2026-11-30)."""
+    name = name or topic
+    with pytest.raises(ConnectorError, match=f"(?i)cannot create topic.*{reason}") as e:
+        kafka_bus.create_topic(name, partitions)
+    assert not e.value.retryable
+    assert name not in broker_topics(kafka_bootstrap)
+
+
+def test_the_group_lag_of_a_broker_that_does_not_answer_is_bounded_and_retryable(kafka_bootstrap, topic):
+    """The executor's and sink's watchdogs ask for a group's lag from their loops: with no answer
+    the confluent driver waited on the admin's futures without a timeout (librdkafka's default
+    request timeout is a minute); now it is a retryable error within about twice the bus's timeout."""
+    from confluent_kafka.admin import AdminClient
+
+    bus = kafka_bus_of("confluent", kafka_bootstrap)
+    try:
+        bus.timeout_s = 0.5
+        bus._admin = AdminClient({"bootstrap.servers": closed_port(), "log_level": 0})
+        t0 = time.monotonic()
+        with pytest.raises(ConnectorError, match="lag of group") as e:
+            bus.group_lag("vnx-test-group", topic, [0])
+        assert e.value.retryable
+        assert time.monotonic() - t0 < 10
+    finally:
+        bus.close()
+
+
+@pytest.mark.parametrize("code, retryable, says", [("LEADER_NOT_AVAILABLE", True, "cannot read topic"),
+                                                    ("UNKNOWN_TOPIC_OR_PART", False, "unknown topic 't'; create it first")])
+def test_a_topic_without_a_leader_yet_is_retryable_and_an_unknown_one_is_not(kafka_bootstrap, code, retryable, says):
+    """The confluent driver's ``partitions``: a topic whose partitions have no leader yet (just
+    created, or its broker restarting) said "unknown topic" and was not retryable until 2026-11-30.
+    The broker does not answer LEADER_NOT_AVAILABLE on demand, so the metadata is given here as
+    librdkafka carries it."""
+    from types import SimpleNamespace
+
+    from confluent_kafka import KafkaError
+
+    bus = kafka_bus_of("confluent", kafka_bootstrap)
+    try:
+        md = SimpleNamespace(error=KafkaError(getattr(KafkaError, code)), partitions={})
+        bus._admin = SimpleNamespace(list_topics=lambda topic, timeout: SimpleNamespace(topics={topic: md}))
+        with pytest.raises(ConnectorError, match=says) as e:
+            bus.partitions("t")
+        assert e.value.retryable == retryable
+    finally:
+        bus.close()
+
+
 def broker_topics(bootstrap: str) -> set[str]:
     """The topics the broker lists, read by an admin client of its own (not the bus under test)."""
     from confluent_kafka.admin import AdminClient

@@ -23,7 +23,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence, runtime_checkable
 
-__all__ = ["Message", "Bus", "Consumer", "partition_for"]
+__all__ = ["Message", "Bus", "Consumer", "PERMANENT_TOPIC_ERRORS", "partition_for", "topic_error_retryable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,3 +163,26 @@ def ephemeral_configs(retention_s: float) -> dict[str, str]:
     ms = str(max(1, int(retention_s * 1000)))
     return {"retention.ms": ms, "segment.ms": ms, "segment.bytes": str(EPHEMERAL_SEGMENT_BYTES),
             "file.delete.delay.ms": "1000", "cleanup.policy": "delete"}
+
+
+PERMANENT_TOPIC_ERRORS: dict[int, str] = {
+    17: "INVALID_TOPIC_EXCEPTION", 29: "TOPIC_AUTHORIZATION_FAILED", 31: "CLUSTER_AUTHORIZATION_FAILED",
+    37: "INVALID_PARTITIONS", 39: "INVALID_REPLICA_ASSIGNMENT", 40: "INVALID_CONFIG", 42: "INVALID_REQUEST",
+    44: "POLICY_VIOLATION",
+}
+"""Kafka protocol error codes that a topic's creation or deletion answers however often it is tried
+again (a bad name, partition count or config, a policy, missing rights): a Kafka driver raises them as
+ConnectorErrors that are not retryable, so a role stops at once with the broker's reason instead of
+riding them out as an outage until ``VNX_GIVE_UP_S``. Every other code is retryable, the unknown
+ones too; among them INVALID_REPLICATION_FACTOR (38), which a broker answers while it restarts and
+has no broker registered yet."""
+
+
+def topic_error_retryable(code: int | None) -> bool:
+    """Whether a topic operation that failed with Kafka protocol error ``code`` may succeed when
+    tried again (None: no code, a timeout or a transport error).
+
+        >>> topic_error_retryable(17), topic_error_retryable(38), topic_error_retryable(None)
+        (False, True, True)
+    """
+    return code not in PERMANENT_TOPIC_ERRORS

@@ -14,7 +14,7 @@ import uuid
 from collections import deque
 from typing import Any, Mapping, Sequence
 
-from vidnexus.connectors.bus import Message, ephemeral_configs
+from vidnexus.connectors.bus import Message, ephemeral_configs, topic_error_retryable
 from vidnexus.errors import ConnectorError
 
 __all__ = ["ConfluentBus", "ConfluentConsumer", "LingerSwitch"]
@@ -178,11 +178,15 @@ class ConfluentBus:
         fut = self._admin.create_topics([NewTopic(name, partitions, 1, config=config)],
                                         operation_timeout=self.timeout_s, request_timeout=self.timeout_s * 2)[name]
         try:
-            fut.result()
+            fut.result(timeout=self.timeout_s * 2 + 1)
         except KafkaException as e:
             err = e.args[0] if e.args else None
             if err is None or err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise ConnectorError(f"cannot create topic {name!r}: {err or e}", retryable=True) from None
+                raise ConnectorError(f"cannot create topic {name!r}: {err or e}",
+                                     retryable=topic_error_retryable(_code(err))) from None
+        except TimeoutError:
+            raise ConnectorError(f"cannot create topic {name!r}: no answer from Kafka at {self.bootstrap!r} "
+                                 f"in {self.timeout_s * 2 + 1:g} s", retryable=True) from None
         self._wait_for_metadata(name)
 
     def delete_topic(self, name: str) -> None:
@@ -197,7 +201,8 @@ class ConfluentBus:
         except KafkaException as e:
             err = e.args[0] if e.args else None
             if err is None or err.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-                raise ConnectorError(f"cannot delete topic {name!r}: {err or e}", retryable=True) from None
+                raise ConnectorError(f"cannot delete topic {name!r}: {err or e}",
+                                     retryable=topic_error_retryable(_code(err))) from None
         except TimeoutError:
             raise ConnectorError(f"cannot delete topic {name!r}: no answer from Kafka at {self.bootstrap!r} "
                                  f"in {self.timeout_s * 2 + 1:g} s", retryable=True) from None
@@ -218,12 +223,16 @@ class ConfluentBus:
                              + (f" ({last})" if last else ""), retryable=True)
 
     def partitions(self, topic: str) -> int:
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaError, KafkaException
 
         try:
             md = self._admin.list_topics(topic, timeout=self.timeout_s).topics.get(topic)
         except KafkaException as e:
             raise ConnectorError(f"cannot read topic {topic!r}: {e}", retryable=True) from None
+        if md is not None and md.error is not None and md.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+            # The topic exists and its partitions have no leader yet (LEADER_NOT_AVAILABLE: just
+            # created, or its broker restarting): asking again later answers.
+            raise ConnectorError(f"cannot read topic {topic!r}: {md.error}", retryable=True)
         if md is None or md.error is not None or not md.partitions:
             raise ConnectorError(f"unknown topic {topic!r}; create it first")
         return len(md.partitions)
@@ -235,21 +244,28 @@ class ConfluentBus:
         from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]  # re-exported without `as`
 
         tps = [TopicPartition(topic, p) for p in partitions]
+        # Each admin request is bounded (a watchdog asks from a role's loop: a broker that does not
+        # answer must cost that step the bus's timeout, not block it).
+        wait = self.timeout_s * 2 + 1
         try:
-            res = self._admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])
-            committed = {tp.partition: tp.offset for tp in res[group].result().topic_partitions}
-            ends = self._admin.list_offsets({tp: OffsetSpec.latest() for tp in tps})
-            starts = self._admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps})
+            res = self._admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)],
+                                                          request_timeout=self.timeout_s)
+            committed = {tp.partition: tp.offset for tp in res[group].result(timeout=wait).topic_partitions}
+            ends = self._admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=self.timeout_s)
+            starts = self._admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps}, request_timeout=self.timeout_s)
             out = {}
             for tp in tps:
-                end = ends[tp].result().offset
+                end = ends[tp].result(timeout=wait).offset
                 start = committed.get(tp.partition, -1)
                 if start < 0:
-                    start = starts[tp].result().offset
+                    start = starts[tp].result(timeout=wait).offset
                 out[tp.partition] = end - start
             return out
         except (KafkaException, KeyError) as e:
             raise ConnectorError(f"cannot read the lag of group {group!r} on {topic!r}: {e}", retryable=True) from None
+        except TimeoutError:
+            raise ConnectorError(f"cannot read the lag of group {group!r} on {topic!r}: no answer from Kafka at "
+                                 f"{self.bootstrap!r} in {wait:g} s", retryable=True) from None
 
     # -- produce ------------------------------------------------------------------------------
     def _delivered(self, err: Any, msg: Any) -> None:
@@ -458,3 +474,9 @@ class ConfluentConsumer:
             self._c.close()
         except RuntimeError:  # already closed
             pass
+
+
+def _code(err: Any) -> int | None:
+    """The Kafka error code of a KafkaException's argument (None when it carries none)."""
+    code = getattr(err, "code", None)
+    return code() if callable(code) else None

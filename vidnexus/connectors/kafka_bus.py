@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
-from vidnexus.connectors.bus import Message, ephemeral_configs
+from vidnexus.connectors.bus import Message, ephemeral_configs, topic_error_retryable
 from vidnexus.errors import ConnectorError
 
 __all__ = ["KafkaBus", "KafkaGroupConsumer"]
@@ -94,7 +94,8 @@ class KafkaBus:
         except TopicAlreadyExistsError:
             return
         except (KafkaError, RuntimeError) as e:  # RuntimeError: "Failed to find active controller id!" mid-restart
-            raise ConnectorError(f"cannot create topic {name!r}: {e}", retryable=True) from None
+            raise ConnectorError(f"cannot create topic {name!r}: {e}",
+                                 retryable=topic_error_retryable(getattr(e, "errno", None))) from None
         self._wait_for_metadata(name)
 
     def delete_topic(self, name: str) -> None:
@@ -110,7 +111,7 @@ class KafkaBus:
             code = t.get("error_code", 0) if isinstance(t, dict) else 0
             if code not in (0, UnknownTopicOrPartitionError.errno):
                 raise ConnectorError(f"cannot delete topic {name!r}: error {code} "
-                                     f"({t.get('error_message') or 'no message'})", retryable=True)
+                                     f"({t.get('error_message') or 'no message'})", retryable=topic_error_retryable(code))
 
     def _wait_for_metadata(self, name: str) -> None:
         """Wait at most twice ``timeout_s`` until the broker lists ``name``. Not arriving is
