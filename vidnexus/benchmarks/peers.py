@@ -426,7 +426,7 @@ class KafkaExecutor:
 
         def submit(a: Arrival) -> Any:
             # As a worker's requests do (operators/infer.py): the deadline less the reply's trip
-            # back, half the measured round trip of the session (0 until 20 were answered).
+            # back, half the median of the session's measured round trip (0 until 20 were answered).
             k = int(a.session_id)
             return self.client.submit(sids[k], x, deadline_wall=wall_time() + slos[k] - self.client.reply_reserve_s(sids[k]))
 

@@ -5,8 +5,9 @@ Each request carries its stage's deadline (:func:`stage_deadline`): the stage's 
 latency split — the executor's share, since the split reserved the bus hops and CPU steps apart —
 plus the session's bus round trip as the client measured it, counted from when the stage is
 issued, and never past the frame's end-to-end deadline less the CPU steps after the stage until
-the next one or the sink (the engine measures those); then less the reply's trip back (half the
-round trip), since the executor must answer that much earlier. A stage that spent its budget is
+the next one or the sink (the engine measures those); then less the reply's trip back (the
+client's ``reply_reserve_s``: half the round trip's median), since the executor must answer that
+much earlier. A stage that spent its budget is
 dropped there by the executor (early drop), as in Nexus, instead of passing its overrun on to the
 next stage, which would then spend its own budget on a frame that can no longer make it.
 
@@ -94,7 +95,7 @@ class RemoteBackend:
             return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in cfuts)))
         trip = self.client.round_trip_s(sid)
         stage = stage_deadline(deadline_wall, self.client.wall(), self.slos[model.name] / 1000 + trip)
-        sent = stage - trip / 2
+        sent = stage - self.client.reply_reserve_s(sid)
         expires = stage + self.grace_s
         cfuts = self.client.submit_many(sid, list(inputs), deadline_wall=sent, expires_wall=expires)
         return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in cfuts)))

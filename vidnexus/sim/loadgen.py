@@ -82,8 +82,9 @@ class Hop:
     The defaults are fitted to a trace of 2,040 requests at 60 req/s behind the local broker on this
     2-core VM (2026-11-29; the executor's receive time against the client's send time): the hop in
     p50 3.0, p90 6.1, p99 11.7, max 34 ms (these defaults give p50 3.1, p90 6.0–6.2, p99 11.0–11.9,
-    max 28–33 ms over a minute at 60 req/s), the reply's p50 2.4, p99 10.6 ms; the client then
-    reserved half the p90 of its measured round trip, about 5 ms (``ExecutorClient.reply_reserve_s``).
+    max 28–33 ms over a minute at 60 req/s), the reply's p50 2.4, p99 10.6 ms. The client reserves
+    half the median of its measured round trip (``ExecutorClient.reply_reserve_s``; about 2.7 ms
+    with these legs' medians; half the p90, about 5 ms, until 2026-11-30).
     """
 
     median_s: float = 0.003
@@ -92,7 +93,7 @@ class Hop:
     pause_max_s: float = 0.034
     reply_median_s: float = 0.0024
     reply_p99_s: float = 0.0106
-    reply_reserve_s: float = 0.005
+    reply_reserve_s: float = 0.0027
 
     def to_dict(self) -> dict[str, float]:
         return {"median_ms": self.median_s * 1e3, "p99_ms": self.p99_s * 1e3, "pause_rate_hz": self.pause_rate_hz,
@@ -116,7 +117,7 @@ def over_bus(trace: Sequence[Arrival], slo_s: Mapping[str, float], hop: Hop = Ho
         >>> got = over_bus(sent, {"s": 0.05}, Hop(pause_rate_hz=0), seed=1)
         >>> len(got) == len(sent), all(b.t > a.t for a, b in zip(sent, got))
         (True, True)
-        >>> all(abs(a.t + 0.05 - 0.005 - (b.t + b.budget_s)) < 1e-9 for a, b in zip(sent, got))
+        >>> all(abs(a.t + 0.05 - 0.0027 - (b.t + b.budget_s)) < 1e-9 for a, b in zip(sent, got))
         True
     """
     rng = random.Random(seed)

@@ -1,6 +1,8 @@
 """The executor client measures each session's bus round trip (submit to reply, less the
 executor's own time) and falls back to the model's while a session is new."""
 
+import time
+
 import numpy as np
 import pytest
 
@@ -31,6 +33,35 @@ def test_round_trips_per_session_then_per_model():
         assert client.reply_reserve_s("m-100ms") == pytest.approx(0.003)
         assert client.round_trip_s("m-80ms") == pytest.approx(0.006)   # a new session of m: the model's
         assert client.round_trip_s("other-100ms") == 0.0
+    finally:
+        client.close()
+
+
+def test_the_reply_reserve_is_half_the_median_round_trip_not_the_tail():
+    """The reserve comes off every request's budget at the executor; a tail of slow trips (a broker
+    stall) must not take it from all of them (issue 18's note of 2026-11-30: the p90 rule cost
+    drops and saved no late replies)."""
+    settings, clock, bus = Settings(bus="memory", topic_prefix="rr"), FakeClock(), MemoryBus()
+    topics = Topics("rr")
+    client = ExecutorClient(bus, settings, "c", clock=clock)
+    reqs = bus.subscribe([topics.requests("m-100ms")], group=None, from_beginning=True)
+    try:
+        futs = [client.submit("m-100ms", np.zeros(2, np.float32), slo_s=1.0) for _ in range(30)]
+        ids = [decode_request(m.value).request_id for m in reqs.poll(timeout_s=1.0)]
+        assert len(ids) == 30
+        clock.advance(0.006)   # 20 answered after 6 ms, 4 of them in the executor: 2 ms on the bus
+        for rid in ids[:20]:
+            bus.publish(client.reply_topic, rid.encode(), encode_reply(rid, "m-100ms", [Reply(True, 1.0, latency_s=0.004)]))
+        deadline = time.monotonic() + 5
+        while client.outstanding > 10 and time.monotonic() < deadline:   # the listener took those 20
+            time.sleep(0.01)
+        assert client.outstanding == 10
+        clock.advance(0.018)   # 10 after 24 ms: 20 ms on the bus
+        for rid in ids[20:]:
+            bus.publish(client.reply_topic, rid.encode(), encode_reply(rid, "m-100ms", [Reply(True, 1.0, latency_s=0.004)]))
+        assert all(f.result(timeout=5).ok for f in futs)
+        assert client.round_trip_s("m-100ms") == pytest.approx(0.020)   # the tail: what the split reserves
+        assert client.reply_reserve_s("m-100ms") == pytest.approx(0.001)   # half the median
     finally:
         client.close()
 

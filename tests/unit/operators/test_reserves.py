@@ -75,14 +75,17 @@ def test_the_engine_measures_cpu_steps_per_node_and_reserves_them_in_the_stage_d
 
 
 class StubClient:
-    def __init__(self, now, trip):
-        self.now, self.trip, self.sent = now, trip, []
+    def __init__(self, now, trip, reserve):
+        self.now, self.trip, self.reserve, self.sent = now, trip, reserve, []
 
     def wall(self):
         return self.now
 
     def round_trip_s(self, session_id):
-        return self.trip
+        return self.trip  # its 90th percentile
+
+    def reply_reserve_s(self, session_id):
+        return self.reserve  # half its median
 
     def submit_many(self, session_id, xs, **kw):
         self.sent.append((session_id, kw))
@@ -95,20 +98,20 @@ class StubClient:
 
 
 @pytest.mark.parametrize("cap, want", [
-    (200.0, 100.0 + 0.100 + 0.020 - 0.010),   # the stage's budget plus the round trip, less the reply's trip
-    (100.050, 100.050 - 0.010),               # the frame's deadline (less later CPU steps) comes first
+    (200.0, 100.0 + 0.100 + 0.020 - 0.004),   # the stage's budget plus the round trip, less the reply's reserve
+    (100.050, 100.050 - 0.004),               # the frame's deadline (less later CPU steps) comes first
 ])
 def test_the_remote_backend_adds_the_round_trip_the_split_reserved(cap, want):
     app = App("a", slo_ms=300)
     det = app.model("det")
     app.table("t", {"v": "Float64"})
     app.chain(lambda s: s.infer("det", merge=lambda v, o: {"v": o}).sink("t"))
-    client = StubClient(now=100.0, trip=0.020)
+    client = StubClient(now=100.0, trip=0.020, reserve=0.004)
     rb = RemoteBackend(app, client, {"det": 100.0}, grace_s=5.0)
     asyncio.run(rb.infer(det, [1.0], cap))
     sid, kw = client.sent[0]
     assert sid == "det-100ms" and kw["deadline_wall"] == pytest.approx(want)
-    assert kw["expires_wall"] == pytest.approx(want + 0.010 + 5.0)
+    assert kw["expires_wall"] == pytest.approx(want + 0.004 + 5.0)   # the stage's deadline, then the grace
 
 
 def test_the_worker_reports_what_it_measured_outside_the_executor():
