@@ -181,7 +181,7 @@ class ConfluentBus:
             fut.result(timeout=self.timeout_s * 2 + 1)
         except KafkaException as e:
             err = e.args[0] if e.args else None
-            if err is None or err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            if _code(err) != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise ConnectorError(f"cannot create topic {name!r}: {err or e}",
                                      retryable=topic_error_retryable(_code(err))) from None
         except TimeoutError:
@@ -200,7 +200,7 @@ class ConfluentBus:
             fut.result(timeout=self.timeout_s * 2 + 1)
         except KafkaException as e:
             err = e.args[0] if e.args else None
-            if err is None or err.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+            if _code(err) != KafkaError.UNKNOWN_TOPIC_OR_PART:
                 raise ConnectorError(f"cannot delete topic {name!r}: {err or e}",
                                      retryable=topic_error_retryable(_code(err))) from None
         except TimeoutError:
@@ -230,9 +230,10 @@ class ConfluentBus:
         except KafkaException as e:
             raise ConnectorError(f"cannot read topic {topic!r}: {e}", retryable=True) from None
         if md is not None and md.error is not None and md.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-            # The topic exists and its partitions have no leader yet (LEADER_NOT_AVAILABLE: just
-            # created, or its broker restarting): asking again later answers.
-            raise ConnectorError(f"cannot read topic {topic!r}: {md.error}", retryable=True)
+            # E.g. LEADER_NOT_AVAILABLE (its partitions have no leader yet: just created, or the
+            # broker restarting): asking again later answers; a permanent error (rights) does not.
+            raise ConnectorError(f"cannot read topic {topic!r}: {md.error}",
+                                 retryable=topic_error_retryable(md.error.code()))
         if md is None or md.error is not None or not md.partitions:
             raise ConnectorError(f"unknown topic {topic!r}; create it first")
         return len(md.partitions)

@@ -70,9 +70,10 @@ REPLY_RESERVE_Q = 0.5
 The reserve is taken from every request's budget at the executor, so a larger one costs drops
 whenever the executor is busy, while the replies it saves from lateness are few: the late ones are
 mostly those whose trip stalled (15-30 ms on this VM) far past any reserve worth keeping. With
-the 90th percentile (until 2026-11-30; about 3.5 ms here), alternating arms at 120 req/s with a
-50 ms SLO behind the local broker missed 408 of 7,159 requests (323 drops, 85 late); with the
-median (about 2.3 ms) 274 (186, 88), fewer in each of four rounds; with no reserve 289 (145, 144).
+the 90th percentile (until 2026-11-30; a reserve of 3.2-4.1 ms here), alternating arms at 120
+req/s with a 50 ms SLO behind the local broker missed 408 of 7,159 requests (323 drops, 85 late);
+with the median (a reserve of 2.1-2.4 ms) 274 (186, 88), fewer in each of four rounds; with no
+reserve 289 (145, 144).
 The figures are in issue 18's note of 2026-11-30 (``.vnx/ab.py``, not a benchmark)."""
 
 LISTEN_RETRY_S = 0.5
@@ -89,14 +90,17 @@ def _retention(session_id: str) -> float | None:
         return None
 
 
-def hop_reserve(round_trips_s: "deque[float] | list[float]", q: float = 0.9,
+def hop_reserve(round_trips_s: "deque[float] | list[float]", q: float = REPLY_RESERVE_Q,
                 min_samples: int = HOP_MIN_SAMPLES) -> float:
-    """Pure: the time to reserve for a reply's trip back: half the ``q``-quantile of the measured
-    bus round trips (request and reply hops together), 0 until ``min_samples`` were measured.
+    """Pure: the time to reserve for a reply's trip back: half the ``q``-quantile (default
+    :data:`REPLY_RESERVE_Q`) of the measured bus round trips (request and reply hops together), 0
+    until ``min_samples`` were measured.
 
     Example:
         >>> hop_reserve([0.002] * 15 + [0.010] * 5, q=0.9)
         0.005
+        >>> hop_reserve([0.002] * 15 + [0.010] * 5)   # the median's half
+        0.001
         >>> hop_reserve([0.002] * 5)
         0.0
     """

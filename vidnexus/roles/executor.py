@@ -447,6 +447,15 @@ class ExecutorRole:
         try:
             self.service.add_session(sid)
         except ConnectorError as e:  # the rest of the plan applies; each step tries the topics again
-            if not e.retryable:
-                raise
-            logger.warning("session %s hosted, its request topics not created yet: %s", sid, e)
+            if e.retryable:
+                logger.warning("session %s hosted, its request topics not created yet: %s", sid, e)
+                return
+            # The broker refuses its topics for good (a name Kafka rejects: too long, or colliding
+            # with another's once '.' and '_' are taken alike): this session cannot be served, the
+            # others can; it is not hosted, as a model that does not load.
+            logger.error("cannot serve session %s: %s", sid, e)
+            unloaded = self.executor.remove_session(sid)
+            for m in unloaded:
+                self.model_bytes.pop(m, None)
+            self.service.remove_session(sid)
+            del self.specs[sid]

@@ -338,6 +338,45 @@ def test_a_session_a_plan_gives_while_the_broker_is_away_is_served_though_later_
         role.close()
 
 
+class RefusesModel:
+    """A broker that refuses for good the topics of one model's sessions (a name Kafka rejects)."""
+
+    def __init__(self, bus: MemoryBus, model: str) -> None:
+        self._b, self.model = bus, model
+
+    def create_topic(self, name, *a, **kw):
+        if f".{self.model}-" in name:
+            raise ConnectorError(f"cannot create topic {name!r}: INVALID_TOPIC_EXCEPTION", retryable=False)
+        return self._b.create_topic(name, *a, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self._b, name)
+
+
+def test_a_session_whose_topics_the_broker_refuses_for_good_is_not_hosted_and_the_rest_is_served():
+    settings = Settings(topic_prefix="er")
+    clock = FakeClock()
+    mem = MemoryBus(clock=clock)
+    key, bad, good = SessionKey("m", 5000), SessionKey("bad", 5000), SessionKey("m", 4000)
+    role = ExecutorRole(settings, [key], bus=RefusesModel(mem, "bad"), clock=clock, load=fake_load(clock),
+                        executor_id="e1", stats_every_s=1e9)
+    role.start()
+    client = ExecutorClient(mem, settings, "c", clock=clock)
+    try:
+        role.apply(EpochPlan(1, 5, 0.0, assignments={"e1": {str(key): 4, str(bad): 4, str(good): 4}}, executors=("e1",)))
+        assert str(bad) not in role.specs and str(bad) not in role.service.sessions
+        assert not role.executor.hosts_model("bad")   # unloaded again
+        assert str(good) in role.specs and str(good) in role.service.sessions
+        fut = client.submit(str(good), np.ones(3, np.float32), slo_s=5.0)
+        while not fut.done():
+            role.step(timeout_s=0.0)
+            clock.advance(0.001)
+        assert fut.result().output == 3.0
+    finally:
+        client.close()
+        role.close()
+
+
 def test_an_executor_the_plan_does_not_know_keeps_serving_its_sessions():
     settings = Settings(topic_prefix="ek")
     clock = FakeClock()
