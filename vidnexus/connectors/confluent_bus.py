@@ -167,7 +167,7 @@ class ConfluentBus:
     # -- topics -------------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int = 4, *, compacted: bool = False,
                      retention_s: float | None = None) -> None:
-        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka import KafkaError
         from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # re-exported without `as`
 
         config = {"max.message.bytes": str(self.max_message_bytes + 64 * 1024)}
@@ -177,35 +177,35 @@ class ConfluentBus:
             config.update(ephemeral_configs(retention_s))
         fut = self._admin.create_topics([NewTopic(name, partitions, 1, config=config)],
                                         operation_timeout=self.timeout_s, request_timeout=self.timeout_s * 2)[name]
-        try:
-            fut.result(timeout=self.timeout_s * 2 + 1)
-        except KafkaException as e:
-            err = e.args[0] if e.args else None
-            if _code(err) != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise ConnectorError(f"cannot create topic {name!r}: {err or e}",
-                                     retryable=topic_error_retryable(_code(err))) from None
-        except TimeoutError:
-            raise ConnectorError(f"cannot create topic {name!r}: no answer from Kafka at {self.bootstrap!r} "
-                                 f"in {self.timeout_s * 2 + 1:g} s", retryable=True) from None
+        self._topic_answer(fut, "create", name, KafkaError.TOPIC_ALREADY_EXISTS)
         self._wait_for_metadata(name)
 
     def delete_topic(self, name: str) -> None:
         """Delete ``name``; a topic the broker does not know is no error. Waits at most twice
         ``timeout_s`` for the broker's answer."""
-        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka import KafkaError
 
         fut = self._admin.delete_topics([name], operation_timeout=self.timeout_s,
                                         request_timeout=self.timeout_s * 2)[name]
+        self._topic_answer(fut, "delete", name, KafkaError.UNKNOWN_TOPIC_OR_PART)
+
+    def _topic_answer(self, fut: Any, action: str, name: str, fine: int) -> None:
+        """Wait at most twice ``timeout_s`` (and a second) for the admin's answer to creating or
+        deleting topic ``name``; error code ``fine`` is no error (it exists already, it is gone
+        already). A refusal is retryable unless permanent (``topic_error_retryable``); no answer is."""
+        from confluent_kafka import KafkaException
+
+        wait = self.timeout_s * 2 + 1
         try:
-            fut.result(timeout=self.timeout_s * 2 + 1)
+            fut.result(timeout=wait)
         except KafkaException as e:
             err = e.args[0] if e.args else None
-            if _code(err) != KafkaError.UNKNOWN_TOPIC_OR_PART:
-                raise ConnectorError(f"cannot delete topic {name!r}: {err or e}",
+            if _code(err) != fine:
+                raise ConnectorError(f"cannot {action} topic {name!r}: {err or e}",
                                      retryable=topic_error_retryable(_code(err))) from None
         except TimeoutError:
-            raise ConnectorError(f"cannot delete topic {name!r}: no answer from Kafka at {self.bootstrap!r} "
-                                 f"in {self.timeout_s * 2 + 1:g} s", retryable=True) from None
+            raise ConnectorError(f"cannot {action} topic {name!r}: no answer from Kafka at {self.bootstrap!r} "
+                                 f"in {wait:g} s", retryable=True) from None
 
     def _wait_for_metadata(self, name: str) -> None:
         """Wait at most twice ``timeout_s`` until the broker lists ``name``. Not arriving is

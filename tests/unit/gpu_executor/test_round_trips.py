@@ -15,19 +15,28 @@ from vidnexus.gpu_executor.client import HOP_WINDOW_S, ExecutorClient
 from vidnexus.testing import FakeClock
 
 
+def client_of(prefix: str):
+    """A client on a memory bus and a fake clock, and a reader of session m-100ms's requests."""
+    clock, bus = FakeClock(), MemoryBus()
+    client = ExecutorClient(bus, Settings(bus="memory", topic_prefix=prefix), "c", clock=clock)
+    return clock, bus, client, bus.subscribe([Topics(prefix).requests("m-100ms")], group=None, from_beginning=True)
+
+
+def answer(bus, client, ids, executor_s=0.004):
+    """Each request answered by the executor, which says it held it ``executor_s``."""
+    for rid in ids:
+        bus.publish(client.reply_topic, rid.encode(), encode_reply(rid, "m-100ms", [Reply(True, 1.0, latency_s=executor_s)]))
+
+
 def test_round_trips_per_session_then_per_model():
-    settings, clock, bus = Settings(bus="memory", topic_prefix="rt"), FakeClock(), MemoryBus()
-    topics = Topics("rt")
-    client = ExecutorClient(bus, settings, "c", clock=clock)
-    reqs = bus.subscribe([topics.requests("m-100ms")], group=None, from_beginning=True)
+    clock, bus, client, reqs = client_of("rt")
     try:
         futs = [client.submit("m-100ms", np.zeros(2, np.float32), slo_s=1.0) for _ in range(25)]
         clock.advance(0.010)   # 10 ms from submit to reply, 4 ms of it in the executor
         ids = [decode_request(m.value).request_id for m in reqs.poll(timeout_s=1.0)]
         assert len(ids) == 25
         assert client.round_trip_s("m-100ms") == 0.0   # nothing measured yet: nothing reserved
-        for rid in ids:
-            bus.publish(client.reply_topic, rid.encode(), encode_reply(rid, "m-100ms", [Reply(True, 1.0, latency_s=0.004)]))
+        answer(bus, client, ids)
         assert all(f.result(timeout=5).ok for f in futs)
         assert client.round_trip_s("m-100ms") == pytest.approx(0.006)
         assert client.reply_reserve_s("m-100ms") == pytest.approx(0.003)
@@ -41,24 +50,19 @@ def test_the_reply_reserve_is_half_the_median_round_trip_not_the_tail():
     """The reserve comes off every request's budget at the executor; a tail of slow trips (a broker
     stall) must not take it from all of them (issue 18's note of 2026-11-30: the p90 rule cost
     drops and saved no late replies)."""
-    settings, clock, bus = Settings(bus="memory", topic_prefix="rr"), FakeClock(), MemoryBus()
-    topics = Topics("rr")
-    client = ExecutorClient(bus, settings, "c", clock=clock)
-    reqs = bus.subscribe([topics.requests("m-100ms")], group=None, from_beginning=True)
+    clock, bus, client, reqs = client_of("rr")
     try:
         futs = [client.submit("m-100ms", np.zeros(2, np.float32), slo_s=1.0) for _ in range(30)]
         ids = [decode_request(m.value).request_id for m in reqs.poll(timeout_s=1.0)]
         assert len(ids) == 30
         clock.advance(0.006)   # 20 answered after 6 ms, 4 of them in the executor: 2 ms on the bus
-        for rid in ids[:20]:
-            bus.publish(client.reply_topic, rid.encode(), encode_reply(rid, "m-100ms", [Reply(True, 1.0, latency_s=0.004)]))
+        answer(bus, client, ids[:20])
         deadline = time.monotonic() + 5
         while client.outstanding > 10 and time.monotonic() < deadline:   # the listener took those 20
             time.sleep(0.01)
         assert client.outstanding == 10
         clock.advance(0.018)   # 10 after 24 ms: 20 ms on the bus
-        for rid in ids[20:]:
-            bus.publish(client.reply_topic, rid.encode(), encode_reply(rid, "m-100ms", [Reply(True, 1.0, latency_s=0.004)]))
+        answer(bus, client, ids[20:])
         assert all(f.result(timeout=5).ok for f in futs)
         assert client.round_trip_s("m-100ms") == pytest.approx(0.020)   # the tail: what the split reserves
         assert client.reply_reserve_s("m-100ms") == pytest.approx(0.001)   # half the median
