@@ -60,7 +60,10 @@ def test_the_producer_linger_comes_from_the_settings_and_records_flow_at_each(ka
 
 def test_the_adaptive_producer_switches_with_the_rate_and_keeps_the_order(kafka_bootstrap, topic):
     """Unset linger on confluent: records go to the eager producer (linger 0) at low rates and to
-    the batching one at high rates; a switch waits for the other to drain, so order holds."""
+    the batching one at high rates; a switch waits for the other to drain, so order holds. The
+    switch must happen while records keep coming, evenly spaced: an eager producer fed without a
+    pause always has some in flight, and the switch waited for a pause (or a flush) until the
+    publish that wants it began to wait, bounded, for the drain."""
     from vidnexus.config import Settings
     from vidnexus.connectors.factory import open_bus
 
@@ -74,11 +77,14 @@ def test_the_adaptive_producer_switches_with_the_rate_and_keeps_the_order(kafka_
             n += 1
             time.sleep(0.01)
         assert bus.switches == 0
-        for _ in range(1000):  # as fast as it goes: batching, from the first record after the eager
-            bus.publish(topic, b"k", str(n).encode())  # producer has nothing in flight
+        start = time.monotonic()
+        while bus.switches == 0 and n < 20 + 3000 * 5:  # 3,000 a second, evenly, for up to 5 s
+            while time.monotonic() < start + (n - 20) / 3000:
+                pass
+            bus.publish(topic, b"k", str(n).encode())
             n += 1
-        bus.flush()
-        for _ in range(10):
+        assert bus.switches == 1, f"still on the eager producer after {n - 20} records at 3,000/s"
+        for _ in range(200):  # batching from here on
             bus.publish(topic, b"k", str(n).encode())
             n += 1
         assert bus.switches == 1
