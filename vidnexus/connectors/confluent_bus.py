@@ -41,17 +41,20 @@ BATCH_LINGER_MS = 0.5
 """The batching producer's linger (librdkafka's own default since 1.5)."""
 
 SWITCH_DRAIN_S = 0.5
-"""How long a publish that wants the other producer waits, at most, for the one in use to drain,
-while it keeps draining (checked every ``SWITCH_SLICE_S``). Fed evenly, the eager producer always
-has records in flight, and above its rate a backlog that only a pause in the publishing would
-clear: at 3,000 records/s on the local broker, ~200 by the time the switch is wanted, drained in
-10-20 ms once nothing new enters, or in ~250 ms on a broker just started (where it grows to
-thousands within seconds). The wait is the back-pressure that lets the batching producer, the cure
-for that backlog, take over. A producer that stops draining (a broker away) ends the wait within a
-slice; the switch is tried again ``SWITCH_RETRY_S`` after a wait ends."""
+"""How long the publish that makes a switch waits, at most, for the producer in use to drain.
+Fed evenly, the eager producer always has records in flight, and above the rate it carries a
+backlog that only a pause in the publishing would clear (probes at 3,000 records/s on the local
+broker: 140-260 records by the time the switch is wanted, gone in 20-35 ms once nothing new
+enters; on a broker started seconds before, drained at ~1,000 records/s, so a few hundred ms). The wait is back-pressure on that
+one publish, and on every thread publishing on the bus meanwhile. It ends early when no
+acknowledgement comes for ``SWITCH_STALL_S`` (a broker away) or when, after that long, the drain
+rate so far says the rest would not fit; a wait that ends without the drain is tried again after
+``SWITCH_RETRY_S``, doubled each time up to ``SWITCH_RETRY_MAX_S``."""
 
 SWITCH_SLICE_S = 0.02
+SWITCH_STALL_S = 0.1
 SWITCH_RETRY_S = 1.0
+SWITCH_RETRY_MAX_S = 30.0
 
 FETCH_WAIT_MS = 100
 """The longest the broker holds a consumer's fetch that found nothing (see ``_Consumer``)."""
@@ -102,8 +105,8 @@ class LingerSwitch:
         True
         >>> [s.want_eager(0.1 + i / 2000) for i in range(200)][-1]    # 2,000/s: batching
         False
-        >>> s.eager = False                                             # the bus switched
-        >>> s.want_eager(0.25), s.want_eager(0.5)                       # still 1,000/s in the window; then quiet
+        >>> s.switched(0.2)                                             # the bus switched to batching
+        >>> s.want_eager(0.29), s.want_eager(0.5)                       # 210/s, but held for a window; quiet
         (False, True)
     """
 
@@ -112,8 +115,16 @@ class LingerSwitch:
             raise ValueError(f"need 0 < down_rps <= up_rps, got {down_rps} and {up_rps}")
         self.up_rps, self.down_rps, self.window_s = up_rps, down_rps, window_s
         self.eager = True
-        """The producer in use (the bus sets it when it switches)."""
+        """The producer in use."""
         self._times: deque[float] = deque()
+        self._hold_until = -1.0
+
+    def switched(self, now: float) -> None:
+        """The bus moved to the other producer at ``now``: that one is kept for at least a window,
+        so that a pause in the publishing (the switch's own wait for the drain) does not read as a
+        low rate and send records straight back."""
+        self.eager = not self.eager
+        self._hold_until = now + self.window_s
 
     def want_eager(self, now: float) -> bool:
         """Count a record published at ``now``; whether the eager producer should take records now."""
@@ -121,6 +132,8 @@ class LingerSwitch:
         times.append(now)
         while times[0] < now - self.window_s:
             times.popleft()
+        if now < self._hold_until:
+            return self.eager
         rate = len(times) / self.window_s
         return rate < self.up_rps if self.eager else rate <= self.down_rps
 
@@ -134,7 +147,8 @@ class ConfluentBus:
         max_message_bytes: producer limit (the broker's ``message.max.bytes`` must allow it).
         linger_ms: the producer's ``linger.ms``; None (the default): two producers, records sent at
             once while the bus publishes fewer than ~1,500 a second and batched with a 0.5 ms linger
-            above (:class:`LingerSwitch`).
+            above (:class:`LingerSwitch`). The publish that makes a switch blocks while the producer
+            in use drains (``SWITCH_DRAIN_S`` at most), and so does any publish on the bus meanwhile.
     """
 
     def __init__(self, bootstrap: str, *, timeout_s: float = 5.0, max_message_bytes: int = 8 * 1024 * 1024,
@@ -173,7 +187,8 @@ class ConfluentBus:
         self._plock = threading.Lock()  # picking the producer and producing, as one step
         self.switches = 0
         """How many times records moved from one producer to the other."""
-        self._drain_tried = -1e9  # when a wanted switch last ended a wait for the producer in use to drain
+        self._drain_next = 0.0  # when a wanted switch may next wait for the drain (monotonic)
+        self._drain_wait = SWITCH_RETRY_S  # how long after a wait that did not drain
         self._failed: list[str] = []
         self._unpolled = 0  # publishes since the producer last served delivery callbacks
         self._flock = threading.Lock()
@@ -315,38 +330,52 @@ class ConfluentBus:
 
     def _pick(self) -> Any:
         """The producer for the next record (under ``_plock``). A switch waits until the producer in
-        use has nothing queued or in flight, so records never overtake each other across the two
-        (per-key order holds whichever producer carries a record)."""
+        use has nothing queued or in flight, so records do not overtake each other across the two;
+        the publish that wants it waits for that drain (bounded: ``SWITCH_DRAIN_S``)."""
         if self._eager is None:
             return self._producer
         switch = self._switch
         active = self._eager if switch.eager else self._producer
-        eager = switch.want_eager(time.monotonic())
-        if eager != switch.eager:
+        now = time.monotonic()
+        if switch.want_eager(now) != switch.eager:
             active.poll(0)  # serve its delivery reports, so that its count is current
-            now = time.monotonic()
-            if len(active) and now - self._drain_tried >= SWITCH_RETRY_S:
-                self._drain(active)
-                self._drain_tried = time.monotonic()
+            if len(active) and now >= self._drain_next:
+                if self._drain(active):
+                    self._drain_wait = SWITCH_RETRY_S
+                else:  # try again later, backing off while the drain keeps failing
+                    self._drain_next = time.monotonic() + self._drain_wait
+                    self._drain_wait = min(2 * self._drain_wait, SWITCH_RETRY_MAX_S)
             if len(active) == 0:
-                switch.eager = eager
+                switch.switched(time.monotonic())
                 self.switches += 1
-                active = self._eager if eager else self._producer
+                active = self._eager if switch.eager else self._producer
         return active
 
     @staticmethod
-    def _drain(producer: Any) -> None:
-        """Wait while ``producer`` has records queued or in flight and keeps acknowledging them
-        (at most ``SWITCH_DRAIN_S``): fed without a pause it never empties, so a switch that waited
-        for a pause in the publishing would wait for as long as the rate stays up."""
-        deadline = time.monotonic() + SWITCH_DRAIN_S
-        left = len(producer)
-        while left and time.monotonic() < deadline:
-            producer.flush(SWITCH_SLICE_S)
-            now_left = len(producer)
-            if now_left >= left:  # nothing acknowledged in a slice: the broker is away or stalled
-                return
-            left = now_left
+    def _drain(producer: Any) -> bool:
+        """Wait while ``producer`` has records queued or in flight and keeps acknowledging them (no
+        gap of ``SWITCH_STALL_S`` without one) at a rate that would empty it within
+        ``SWITCH_DRAIN_S``; whether it emptied."""
+        start = progress = time.monotonic()
+        deadline = start + SWITCH_DRAIN_S
+        first = left = len(producer)
+        while left:
+            now = time.monotonic()
+            if now >= deadline:
+                return False
+            left_now = producer.flush(min(SWITCH_SLICE_S, deadline - now))
+            if left_now == 0:
+                return True
+            now = time.monotonic()
+            if left_now < left:
+                progress = now
+            elif now - progress >= SWITCH_STALL_S:  # no acknowledgement for a while: broker away
+                return False
+            done = first - left_now
+            if now - start >= SWITCH_STALL_S and done and left_now * (now - start) / done > deadline - now:
+                return False  # at the rate so far, the rest would not drain in time
+            left = left_now
+        return True
 
     @property
     def adaptive(self) -> bool:
