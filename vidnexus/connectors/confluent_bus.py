@@ -45,11 +45,11 @@ SWITCH_DRAIN_S = 0.5
 Fed evenly, the eager producer always has records in flight, and above the rate it carries a
 backlog that only a pause in the publishing would clear (probes at 3,000 records/s on the local
 broker: 140-260 records by the time the switch is wanted, gone in 20-35 ms once nothing new
-enters; on a broker started seconds before, drained at ~1,000 records/s, so a few hundred ms). The wait is back-pressure on that
-one publish, and on every thread publishing on the bus meanwhile. It ends early when no
-acknowledgement comes for ``SWITCH_STALL_S`` (a broker away) or when, after that long, the drain
-rate so far says the rest would not fit; a wait that ends without the drain is tried again after
-``SWITCH_RETRY_S``, doubled each time up to ``SWITCH_RETRY_MAX_S``."""
+enters; on a broker started seconds before, drained at ~1,000 records/s, so a few hundred ms).
+The wait is back-pressure on that one publish, and on every thread publishing on the bus
+meanwhile. It ends early when no acknowledgement comes for ``SWITCH_STALL_S`` (a broker away) or
+when, after that long, the drain rate so far says the rest would not fit; a wait that ends without
+the drain is tried again after ``SWITCH_RETRY_S``, doubled each time up to ``SWITCH_RETRY_MAX_S``."""
 
 SWITCH_SLICE_S = 0.02
 SWITCH_STALL_S = 0.1
@@ -364,8 +364,6 @@ class ConfluentBus:
             if now >= deadline:
                 return False
             left_now = producer.flush(min(SWITCH_SLICE_S, deadline - now))
-            if left_now == 0:
-                return True
             now = time.monotonic()
             if left_now < left:
                 progress = now
