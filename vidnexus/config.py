@@ -79,6 +79,10 @@ class Settings(BaseSettings):
     kafka_port: int = 19092
     """Port of the local dev Kafka broker (`vidnexus services up`); its controller uses port+1."""
 
+    kafka_jvm_opts: str | None = None
+    """The local dev Kafka broker's JVM heap and garbage-collector options, space-separated, in place
+    of its defaults (``vidnexus.services.kafka.BROKER_JVM_OPTS``); read by `vidnexus services up`."""
+
     clickhouse_tcp_port: int = 19000
     """Native-protocol port of the local dev ClickHouse server."""
 

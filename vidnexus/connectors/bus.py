@@ -146,36 +146,39 @@ roll). 16 MiB segments (until 2026-11-29) rolled every 0.8 s at 1,000 req/s of 2
 was a burst of replies 15-25 ms late, the p99 of such a hop (15-23 ms in six 10 s cells; 9-13 ms in
 five of six with 256 MiB segments; probes noted in issue 18)."""
 
-EPHEMERAL_ROLL_S = 300.0
+EPHEMERAL_ROLL_S = 60.0
 """The longest a request or reply topic's segment stays open (``segment.ms``; the retention when that
-is longer): rolls go by size (``EPHEMERAL_SEGMENT_BYTES``) at the rates where they matter. Rolled at
-every retention period (until 2026-11-30: 10 s for a 50 ms session), a request topic's partitions,
-written since the same moment, rolled together every 10 s, and each such roll was a burst of 10-17
-late or dropped requests at 120 req/s of 150 KB with a 50 ms SLO (misses at 10.1, 20.1, 30.1 and
-40.1 s into each 60 s arm; 38-41 misses an arm against 8-9 with rolls this rare in two of four
-alternated rounds; issue 18's note of 2026-11-30, ``.vnx/abroll.py``, not a benchmark)."""
+is longer), less up to ``EPHEMERAL_ROLL_JITTER_S`` at random. Rolled at every retention period (until
+2026-11-30: 10 s for a 50 ms session), a request topic's partitions, written since the same moment,
+rolled together every 10 s, and each such roll was a burst of 10-17 late or dropped requests at 120
+req/s of 150 KB with a 50 ms SLO (misses at 10.1, 20.1, 30.1 and 40.1 s into each 60 s arm; 38-41
+misses an arm against 8-9 with rolls that rare in two of four alternated rounds, the other two lost
+to stalls not at roll times; issue 18's note of 2026-11-30, ``.vnx/abroll.py``, not a benchmark).
+A minute makes them six times rarer, and one partition at a time, while what a topic holds past its
+retention stays a minute of records: an executor that resumes from an old commit reads back at most
+that many expired requests (each answered as a drop), and the disk holds at most that much."""
 
-EPHEMERAL_ROLL_JITTER_S = 60.0
-"""At most this much is taken at random off each segment's ``EPHEMERAL_ROLL_S`` (``segment.jitter.ms``),
-so the partitions of a topic, and topics created together, do not roll at one moment."""
+EPHEMERAL_ROLL_JITTER_S = 15.0
+"""At most this much is taken at random off each segment's ``segment.ms`` (``segment.jitter.ms``), so
+the partitions of a topic, and topics created together, do not roll at one moment."""
 
 
 def ephemeral_configs(retention_s: float) -> dict[str, str]:
     """Kafka topic configs for records worthless after ``retention_s``: segments of up to
-    ``EPHEMERAL_SEGMENT_BYTES``, rolled by size or after ``EPHEMERAL_ROLL_S`` (less a random
-    ``EPHEMERAL_ROLL_JITTER_S``; after ``retention_s`` when that is longer), deleted one second after
-    their newest record expires, so a topic of 150 KB requests holds minutes of them at most, not
-    the broker's default week (or the managed broker's day: a test broker's directory once held 23 GB
-    of benchmark requests). The broker deletes expired segments at its retention check
-    (``log.retention.check.interval.ms``: 5 minutes by default, 5 s on the managed broker), so a
-    partition written at R bytes/s holds its open segment, at most ``min(R × EPHEMERAL_ROLL_S,
-    EPHEMERAL_SEGMENT_BYTES)``, and the one closed before it until ``retention_s`` and the check
-    have passed: with a retention of seconds, at most ~2 GiB for a 4-partition topic however fast it
-    is written (that at 120 req/s of 150 KB; up to ~0.9 GB at 10 req/s: five minutes of them).
+    ``EPHEMERAL_SEGMENT_BYTES``, rolled by size or after ``EPHEMERAL_ROLL_S`` (after ``retention_s``
+    when that is longer; less a random ``EPHEMERAL_ROLL_JITTER_S``), deleted one second after their
+    newest record expired and the broker checked (``log.retention.check.interval.ms``: 5 minutes by
+    default, 5 s on the managed broker). So a partition written at R bytes/s holds its open segment
+    (at most ``min(R × segment.ms, EPHEMERAL_SEGMENT_BYTES)``) and its closed segments until their
+    newest record expired and was checked (about ``max(one segment, R × (retention_s + the check))``):
+    a request topic holds a minute or two of 150 KB requests, not the broker's default week (or the
+    managed broker's day: a test broker's directory once held 23 GB of benchmark requests). On the
+    managed broker that is ~0.2 GB at most for a 4-partition topic at 10 req/s of 150 KB, ~2 GiB at 120
+    req/s.
 
         >>> c = ephemeral_configs(10)
         >>> c["retention.ms"], c["segment.ms"], c["segment.jitter.ms"]
-        ('10000', '300000', '60000')
+        ('10000', '60000', '15000')
         >>> ephemeral_configs(1200)["segment.ms"]
         '1200000'
     """

@@ -33,7 +33,7 @@ client that lags or restarts (replies are small, so keeping them costs the broke
 def request_retention_s(slo_s: float) -> float:
     """How long a session's request topic keeps its records: a request is worthless once its
     deadline has passed, so twice the SLO, and at least 10 s (an executor that falls 10 s behind
-    answers nothing on time anyway), so a broker holds minutes of 150 KB requests at most, not days
+    answers nothing on time anyway), so a broker holds a minute or two of 150 KB requests, not days
     (:func:`vidnexus.connectors.bus.ephemeral_configs`).
 
         >>> request_retention_s(0.1), request_retention_s(60.0)

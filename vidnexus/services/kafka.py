@@ -14,7 +14,7 @@ from vidnexus.config import Settings
 from vidnexus.errors import ServiceError
 from vidnexus.services.base import LocalService, run_checked
 
-__all__ = ["KafkaService", "KAFKA_VERSION", "java_major"]
+__all__ = ["KafkaService", "KAFKA_VERSION", "BROKER_JVM_OPTS", "java_major"]
 
 _POM = "kafka-pom.xml"
 
@@ -42,6 +42,10 @@ def java_major(java: str = "java") -> int:
     return int(m.group(2)) if major == 1 and m.group(2) else major
 
 
+BROKER_JVM_OPTS = ("-Xms256m", "-Xmx768m", "-XX:+UseG1GC")
+"""The broker JVM's heap and garbage-collector options (``Settings.kafka_jvm_opts`` replaces them)."""
+
+
 class KafkaService(LocalService):
     """Kafka ``KAFKA_VERSION`` on 127.0.0.1:``kafka_port`` (controller on port+1)."""
 
@@ -51,6 +55,7 @@ class KafkaService(LocalService):
         super().__init__(settings.work_dir / "kafka", settings.kafka_port)
         digest = hashlib.sha256(_pom_text().encode()).hexdigest()[:12]
         self.libs = settings.cache_dir / f"kafka-{KAFKA_VERSION}-{digest}" / "libs"
+        self.jvm_opts = tuple(settings.kafka_jvm_opts.split()) if settings.kafka_jvm_opts else BROKER_JVM_OPTS
 
     def install(self) -> None:
         major = java_major()
@@ -80,7 +85,7 @@ class KafkaService(LocalService):
 
     def _java(self, main: str, *args: str) -> list[str]:
         return [
-            "java", "-Xms256m", "-Xmx768m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            "java", *self.jvm_opts, "-Djava.awt.headless=true",
             f"-Dlog4j.configuration=file:{self.home / 'log4j.properties'}",
             "-cp", str(self.libs / "*"), main, *args,
         ]
@@ -112,8 +117,8 @@ class KafkaService(LocalService):
                     "replica.fetch.max.bytes=16777216",
                     "log.retention.hours=24",
                     "log.segment.bytes=67108864",
-                    # Request and reply topics keep seconds (``retention_s``): check every 5 s, not
-                    # every 5 minutes, so their expired segments go soon after they expire.
+                    # Request and reply topics keep seconds (``retention_s``, ``ephemeral_configs``):
+                    # check every 5 s, not every 5 minutes, so their segments go soon after they expire.
                     "log.retention.check.interval.ms=5000",
                     "",
                 ]
