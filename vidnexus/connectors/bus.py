@@ -152,8 +152,9 @@ is longer), less up to ``EPHEMERAL_ROLL_JITTER_S`` at random. Rolled at every re
 2026-11-30: 10 s for a 50 ms session), a request topic's partitions, written since the same moment,
 rolled together every 10 s, and each such roll was a burst of 10-17 late or dropped requests at 120
 req/s of 150 KB with a 50 ms SLO (misses at 10.1, 20.1, 30.1 and 40.1 s into each 60 s arm; 38-41
-misses an arm against 8-9 with rolls that rare in two of four alternated rounds, the other two lost
-to stalls not at roll times; issue 18's note of 2026-11-30, ``.vnx/abroll.py``, not a benchmark).
+misses an arm against 8-9 with segments kept open 5 minutes in two of four alternated rounds, the
+other two lost to stalls not at roll times; issue 18's note of 2026-11-30, ``.vnx/abroll.py``, not a
+benchmark).
 A minute makes them six times rarer, and one partition at a time, while what a topic holds past its
 retention stays a minute of records: an executor that resumes from an old commit reads back at most
 that many expired requests (each answered as a drop), and the disk holds at most that much."""
