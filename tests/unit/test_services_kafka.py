@@ -4,17 +4,17 @@ from vidnexus.config import Settings
 from vidnexus.services.kafka import BROKER_JVM_OPTS, KafkaService
 
 
-def _java_opts(settings: Settings) -> list[str]:
+def _java(settings: Settings) -> tuple[list[str], list[str]]:
+    """The broker's command line and the JVM options in it (between ``java`` and the first -D)."""
     cmd = KafkaService(settings)._java("kafka.Kafka", "server.properties")
-    return cmd[1:cmd.index("-Djava.awt.headless=true")]
+    return cmd, cmd[1:cmd.index("-Djava.awt.headless=true")]
 
 
 def test_the_broker_runs_with_its_default_heap_and_collector(tmp_path):
-    assert _java_opts(Settings(work_dir=tmp_path, cache_dir=tmp_path)) == list(BROKER_JVM_OPTS)
+    assert _java(Settings(work_dir=tmp_path, cache_dir=tmp_path))[1] == list(BROKER_JVM_OPTS)
 
 
 def test_kafka_jvm_opts_replace_the_brokers_heap_and_collector_options(tmp_path):
-    s = Settings(work_dir=tmp_path, cache_dir=tmp_path, kafka_jvm_opts=" -Xms1g  -Xmx1g -XX:+UseZGC ")
-    cmd = KafkaService(s)._java("kafka.Kafka", "server.properties")
-    assert _java_opts(s) == ["-Xms1g", "-Xmx1g", "-XX:+UseZGC"]
+    cmd, opts = _java(Settings(work_dir=tmp_path, cache_dir=tmp_path, kafka_jvm_opts=" -Xms1g  -Xmx1g -XX:+UseZGC "))
+    assert opts == ["-Xms1g", "-Xmx1g", "-XX:+UseZGC"]
     assert "-XX:+UseG1GC" not in cmd and cmd[-2:] == ["kafka.Kafka", "server.properties"]
