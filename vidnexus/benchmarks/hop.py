@@ -35,6 +35,7 @@ import numpy as np
 
 from vidnexus.benchmarks.broker_topics import BrokerTopics
 from vidnexus.benchmarks.machine import machine_info
+from vidnexus.benchmarks.procstat import broker_pid, cpu_s
 from vidnexus.errors import ConnectorError, VidnexusError
 from vidnexus.roles.heap import settle_heap
 
@@ -107,30 +108,6 @@ def echo(prefix: str, session: str, stop: threading.Event | None = None) -> None
         bus.close()
 
 
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process (all its threads), from /proc."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _broker_pid(bootstrap: str) -> int | None:
-    """The local broker's JVM (a ``kafka.Kafka`` java process), when the broker is on loopback."""
-    if not all(h.split(":")[0] in ("127.0.0.1", "localhost", "::1") for h in bootstrap.split(",")):
-        return None
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                cmd = f.read().split(b"\0")
-        except OSError:
-            continue
-        if cmd and cmd[0].endswith(b"java") and b"kafka.Kafka" in cmd:
-            return int(name)
-    return None
-
-
 def _cell(client: Any, rate: int, kb: int, seconds: float, pids: dict[str, int | None]) -> dict[str, Any]:
     """Send ``rate`` requests/s of ``kb`` KB for ``seconds``; wait for the replies."""
     from vidnexus.gpu_executor.metrics import percentile
@@ -155,7 +132,7 @@ def _cell(client: Any, rate: int, kb: int, seconds: float, pids: dict[str, int |
                 all_in.set()
 
     settle_heap()  # what the run built so far is not this cell's to collect (as the executor role freezes its own)
-    before = {k: _cpu_s(p) for k, p in pids.items() if p is not None}
+    before = {k: cpu_s(p) for k, p in pids.items() if p is not None}
     cpu0 = time.process_time()
     t0 = time.monotonic()
     behind = 0.0
@@ -179,7 +156,7 @@ def _cell(client: Any, rate: int, kb: int, seconds: float, pids: dict[str, int |
     if not all_in.wait(LOST_AFTER_S + 5):  # every request ends by its expiry, answered or not
         raise VidnexusError(f"{left} of {n} requests neither answered nor expired {LOST_AFTER_S + 5:g} s after sending")
     cpu = {"client": time.process_time() - cpu0}
-    cpu.update({k: _cpu_s(p) - before[k] for k, p in pids.items() if p is not None})
+    cpu.update({k: cpu_s(p) - before[k] for k, p in pids.items() if p is not None})
     ms = sorted(ms_of[~np.isnan(ms_of)].tolist())
     answered = len(ms) / n
     return {
@@ -262,7 +239,7 @@ def _driver(driver: str, cells: list[tuple[int, int]], seconds: float, bootstrap
                                 f"its last lines:\n{''.join(err)}"[-3000:])
         for _ in range(50):
             client.submit(SESSION, warm, expires_wall=client.wall() + 5).result(timeout=10)
-        pids = {"echo": proc.pid, "broker": _broker_pid(bootstrap)}
+        pids = {"echo": proc.pid, "broker": broker_pid(bootstrap)}
         if warm_s > 0:
             out += [dict(r, driver=driver, linger_ms=linger_ms)
                     for r in _warm(client, warm_s, warm_max_s, pids)]

@@ -17,7 +17,8 @@ torch threads (1: the load generator gets the
 other core of a 2-core machine) and glibc's malloc with the same fixed thresholds
 (``gpu_executor.allocator``: vidnexus's runners set them, the peers' servers get them as
 environment variables). Every system sees the same open-loop Poisson traces (same seeds),
-and every server gets the same warm-up first (10 s at half the profile's saturated rate).
+and every server gets the same warm-up first (10 s at half the profile's saturated rate; vnx-kafka's
+broker, a JVM, longer: until its JIT compilers settle, :func:`warm_broker`).
 The peers run in their own interpreter (``peers_harness.py``, see ``scripts/peers-venv.sh``) and
 replay the traces the driver sends them. Goodput is the highest rate with ≥ 99% of requests answered
 ok within the SLO (rejects, errors, drops and late replies are misses), found by bisection (a probe
@@ -49,6 +50,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from vidnexus.benchmarks.machine import machine_info
+from vidnexus.benchmarks.procstat import broker_pid, compiler_cpu_s
 from vidnexus.benchmarks.openloop import CONFIRM_BAND, confirmed_fraction, drive, good_fraction, on_time, probe_goodput, probe_seconds
 from vidnexus.contracts.profile import Profile
 from vidnexus.errors import VidnexusError
@@ -474,6 +476,40 @@ REWARM_S = 2.0
 """vnx-kafka's warm-up before each cell after its first (its executor idled while vnx-inproc ran)."""
 
 
+BROKER_WARM_CHUNK_S = 5.0
+"""vnx-kafka's broker warm-up (:func:`warm_broker`) runs in chunks of this long."""
+BROKER_WARM_SETTLED = 0.05
+"""A chunk in which the broker's JIT compiler threads ran under this share of a core is settled."""
+BROKER_WARM_MAX_S = 120.0
+"""The broker warm-up's end when it never settles (and its length when the broker is not local)."""
+
+
+def warm_broker(replay: Replay, mix: Sequence[tuple[float, float]], rate: float, pid: int | None, *,
+                chunk_s: float = BROKER_WARM_CHUNK_S, max_s: float = BROKER_WARM_MAX_S,
+                settled: float = BROKER_WARM_SETTLED) -> dict[str, Any]:
+    """Load through the broker (Poisson at ``rate`` over ``mix``, results discarded) in chunks of
+    ``chunk_s`` until, in two chunks in a row, the broker's JIT compilers (``pid``'s, see
+    :func:`~vidnexus.benchmarks.procstat.compiler_cpu_s`) ran under ``settled`` of a core, or
+    ``max_s`` has passed (the whole ``max_s`` when ``pid`` is None: a broker elsewhere).
+
+    A freshly started broker compiles its hot paths for its first minute of load: on the 2-core VM
+    of docs/benchmarks.md its compilers took 25-40% of a core through the first 20 s at 130 req/s
+    and misses ran at 12-15% of single@50 requests, against 1-9% of a core and under 0.5% of
+    requests after 40 s (5 s windows; issue 18's note, 2026-12-01). A 10 s warm-up left that to the
+    first cell's probes. Returns what the warm-up did, for the run's ``config``."""
+    shares: list[float | None] = []
+    calm = 0
+    while calm < 2 and (not shares or len(shares) * chunk_s < max_s):
+        c0 = compiler_cpu_s(pid) if pid is not None else 0.0
+        t0 = time.perf_counter()
+        replay(_trace(rate, chunk_s, mix, 97 + len(shares)))
+        share = (compiler_cpu_s(pid) - c0) / (time.perf_counter() - t0) if pid is not None else None
+        shares.append(None if share is None else round(share, 3))
+        calm = calm + 1 if share is not None and share < settled else 0
+    return {"seconds": round(len(shares) * chunk_s, 1), "rate": round(rate, 1), "chunk_s": chunk_s,
+            "compiler_core_share_per_chunk": shares, "settled_below": settled, "settled": calm >= 2}
+
+
 def _slo_ms(mix: Sequence[tuple[float, float]]) -> int | None:
     """A one-model mix's SLO in ms (a result row's ``slo_ms``); None for a mix of several."""
     return round(mix[0][1] * 1000) if len(mix) == 1 else None
@@ -620,6 +656,7 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
         warm([x] * 32)
         warm([x])
     topics_left: int | None = 0  # None: a close could not tell
+    broker_warm: dict[str, Any] | None = None  # quick runs: none
     kafkas: list[tuple[dict[str, Any], KafkaExecutor]] = []
     try:
         for kafka_knobs in KAFKA_GRID[:1] if quick else KAFKA_GRID:
@@ -627,6 +664,11 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
                 w, [[(1.0, s)] for s in slos] + ([mix3] if multi else []), threads, work,
                 copies=len(mix3) if multi else 1, linger_ms=kafka_knobs.get("linger_ms"))))
         warm_mix = mix3 if multi else [(1.0, max(slos))]
+        if not quick:  # the broker first, until its JIT settles (through the first executor: the broker is shared)
+            broker_warm = warm_broker(kafkas[0][1].replayer(warm_mix), warm_mix, warm_rate,
+                                      broker_pid(kafkas[0][1].settings.kafka_bootstrap))
+            console.print(f"  broker warm-up: {broker_warm['seconds']:.0f} s, JIT compilers' share of a core per "
+                          f"{BROKER_WARM_CHUNK_S:g} s: {broker_warm['compiler_core_share_per_chunk']}")
         for _, kx in kafkas:
             warm_up(kx.replayer(warm_mix), warm_mix)
         for k, (scenario, mix, kind) in enumerate(scenarios):
@@ -729,7 +771,9 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
               "probe_max_s": probe_max_s, "search_budget_s": budget_s,
               "warm_up": {"seconds": warm_s, "rate": round(warm_rate, 1),
                           "note": "every server (vnx-kafka's executor and broker, each peer's server) "
-                                  "before its first probe; vnx-inproc builds a new executor per probe"},
+                                  "before its first probe; vnx-inproc builds a new executor per probe; "
+                                  "full runs: vnx-kafka's broker before that until its JIT settles (broker)",
+                          "broker": broker_warm},
               "arrivals": "poisson" + ("; uniform at the tightest SLO (peers: middle knobs)" if uniform else ""),
               "profile": prof.to_dict(), "speed_checks": speed_checks,
               "order": "per cell: vnx-inproc (a new profile before each cell but the first), then vnx-kafka at "
