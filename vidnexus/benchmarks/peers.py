@@ -50,8 +50,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from vidnexus.benchmarks.machine import machine_info
-from vidnexus.benchmarks.procstat import broker_pid, compiler_cpu_s
 from vidnexus.benchmarks.openloop import CONFIRM_BAND, confirmed_fraction, drive, good_fraction, on_time, probe_goodput, probe_seconds
+from vidnexus.benchmarks.procstat import broker_pid, compiler_cpu_s
 from vidnexus.contracts.profile import Profile
 from vidnexus.errors import VidnexusError
 from vidnexus.gpu_executor.allocator import ENV as ALLOCATOR_ENV
@@ -494,7 +494,7 @@ def warm_broker(replay: Replay, mix: Sequence[tuple[float, float]], rate: float,
 
     A freshly started broker compiles its hot paths for its first minute of load: on the 2-core VM
     of docs/benchmarks.md its compilers took 25-40% of a core through the first 20 s at 130 req/s
-    and misses ran at 12-15% of single@50 requests, against 1-9% of a core and under 0.5% of
+    and misses ran at 12-15% of single@50 requests, against 0.2-9% of a core and under 0.5% of
     requests after 40 s (5 s windows; issue 18's note, 2026-12-01). A 10 s warm-up left that to the
     first cell's probes. Returns what the warm-up did, for the run's ``config``."""
     shares: list[float | None] = []
