@@ -8,11 +8,16 @@ import os
 __all__ = ["broker_pid", "compiler_cpu_s", "cpu_s"]
 
 
+def _ticks(stat: str) -> int:
+    """User + system clock ticks from a /proc ``stat`` line (fields after the name in parentheses)."""
+    fields = stat.rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process (all its threads), from /proc."""
     with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return _ticks(f.read()) / os.sysconf("SC_CLK_TCK")
 
 
 def compiler_cpu_s(pid: int) -> float:
@@ -28,8 +33,7 @@ def compiler_cpu_s(pid: int) -> float:
             continue
         name = stat[stat.index("(") + 1:stat.rindex(")")]
         if "CompilerThre" in name:  # /proc truncates thread names to 15 characters
-            fields = stat.rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
+            total += _ticks(stat)
     return total / os.sysconf("SC_CLK_TCK")
 
 
