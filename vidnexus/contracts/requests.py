@@ -3,7 +3,9 @@
 A request message names its session, carries one or more inputs (all of a frame's inputs for that
 session travel together) and an absolute wall-clock deadline, and says where to reply; the reply
 message carries one :class:`~vidnexus.contracts.replies.Reply` per input, in order, with the
-request's id.
+request's id. An executor that answers several requests to one reply topic at once (a batch's
+replies) sends them as one message (:func:`encode_replies`, version 4: one produce and one fetch
+instead of one per request); :func:`decode_replies` reads both forms.
 
 Inputs travel as the app's step made them, never as float tensors built in the worker: a uint8 image
 (a crop, a cell, a whole frame: ``[dtype, shape, bytes]``) or a frame's JPEG bytes as they came from
@@ -23,6 +25,9 @@ Example:
     (Jpeg(data=b'\\xff\\xd8...'),)
     >>> decode_reply(encode_reply("r1", "lenet5-100ms", [Reply.dropped("deadline")]))
     ('r1', 'lenet5-100ms', [Reply(ok=False, output=None, reason='deadline', latency_s=0.0, batch=0)])
+    >>> [(rid, len(reps)) for rid, _, reps in decode_replies(encode_replies(
+    ...     [("r1", "lenet5-100ms", [Reply.dropped("deadline")]), ("r2", "lenet5-100ms", [Reply.dropped("error")] * 2)]))]
+    [('r1', 1), ('r2', 2)]
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ from vidnexus.contracts.codec import pack, unpack_versions
 from vidnexus.contracts.replies import Reply
 from vidnexus.errors import CodecError
 
-__all__ = ["InferRequest", "Jpeg", "encode_request", "decode_request", "encode_reply", "decode_reply", "WIRE_VERSION"]
+__all__ = ["InferRequest", "Jpeg", "encode_request", "decode_request", "encode_reply", "decode_reply",
+           "encode_replies", "decode_replies", "WIRE_VERSION", "REPLIES_VERSION"]
 
 WIRE_VERSION = 3
 """3: requests ``[3, "req", id, session, deadline_wall, reply_to, [[dtype, shape, bytes], …], app,
@@ -45,6 +51,11 @@ latency_s, batch], …]]`` (one per input, in order). Version 2 messages (one in
 still read, so that executors and workers can be upgraded one at a time. An input is
 ``[dtype, shape, bytes]`` or ``["jpeg", [], bytes]`` (:class:`Jpeg`; an executor older than
 2026-11-24 dead-letters a request that carries one)."""
+
+REPLIES_VERSION = 4
+"""Replies to several requests in one message: ``[4, "rep", [[id, session, [[ok, output, reason,
+latency_s, batch], …]], …]]``. A client older than 2026-12-01 reads version 3 only and dead-letters
+these ("unknown rep message version 4"): upgrade clients (workers) before executors."""
 
 JPEG_TAG = "jpeg"
 
@@ -103,15 +114,39 @@ def decode_request(raw: bytes) -> InferRequest:
 
 
 def encode_reply(request_id: str, session_id: str, replies: Sequence[Reply]) -> bytes:
-    return pack("rep", WIRE_VERSION, [request_id, session_id,
-                                      [[r.ok, r.output, r.reason, r.latency_s, r.batch] for r in replies]])
+    return pack("rep", WIRE_VERSION, [request_id, session_id, [_row(r) for r in replies]])
+
+
+def _row(r: Reply) -> list[Any]:
+    return [r.ok, r.output, r.reason, r.latency_s, r.batch]
+
+
+def encode_replies(groups: Sequence[tuple[str, str, Sequence[Reply]]]) -> bytes:
+    """Several requests' replies as one message: (request id, session id, one reply per input) each."""
+    return pack("rep", REPLIES_VERSION, [[[rid, sid, [_row(r) for r in reps]] for rid, sid, reps in groups]])
+
+
+def decode_replies(raw: bytes) -> list[tuple[str, str, list[Reply]]]:
+    """(request id, session id, one reply per input) for each request a reply message answers (one
+    for versions 2 and 3, any number for 4). Raises CodecError on a malformed message."""
+    version, v = unpack_versions(raw, "rep", {REPLIES_VERSION: 1, 3: 3, 2: 7})
+    try:
+        if version == REPLIES_VERSION:
+            return [(str(g[0]), str(g[1]), [_reply(r) for r in g[2]]) for g in v[0]]
+        rows = v[2] if version == 3 else [v[2:]]
+        return [(str(v[0]), str(v[1]), [_reply(r) for r in rows])]
+    except Exception as e:  # any shape the record may have: the role must go on
+        raise CodecError(f"malformed rep message: {e}") from None
+
+
+def _reply(r: Sequence[Any]) -> Reply:
+    return Reply(bool(r[0]), r[1], r[2], float(r[3]), int(r[4]))
 
 
 def decode_reply(raw: bytes) -> tuple[str, str, list[Reply]]:
-    """(request id, session id, one reply per input). Raises CodecError on a malformed message."""
-    version, v = unpack_versions(raw, "rep", {3: 3, 2: 7})
-    try:
-        rows = v[2] if version == 3 else [v[2:]]
-        return str(v[0]), str(v[1]), [Reply(bool(r[0]), r[1], r[2], float(r[3]), int(r[4])) for r in rows]
-    except Exception as e:  # any shape the record may have: the role must go on
-        raise CodecError(f"malformed rep message: {e}") from None
+    """(request id, session id, one reply per input) of a message answering one request. Raises
+    CodecError on a malformed message or one that answers several (:func:`decode_replies` reads those)."""
+    groups = decode_replies(raw)
+    if len(groups) != 1:
+        raise CodecError(f"malformed rep message: it answers {len(groups)} requests, expected one")
+    return groups[0]

@@ -39,7 +39,7 @@ from vidnexus.config import Settings
 from vidnexus.connectors.bus import Bus, Message
 from vidnexus.connectors.dead_letter import DeadLetters
 from vidnexus.contracts.replies import Reply
-from vidnexus.contracts.requests import InferRequest, decode_reply, encode_request
+from vidnexus.contracts.requests import InferRequest, decode_replies, encode_request
 from vidnexus.contracts.sessions import SessionKey
 from vidnexus.contracts.topics import BACKGROUND_RETENTION_S, REPLY_RETENTION_S, Topics, request_retention_s
 from vidnexus.errors import CodecError, ConfigError, ConnectorError, VidnexusError
@@ -295,25 +295,30 @@ class ExecutorClient:
                 failing_since = None
             for m in msgs:
                 try:
-                    rid, sid, reps = decode_reply(m.value)
+                    answered = decode_replies(m.value)
                 except CodecError as e:
                     self._dead_letter(m, str(e))
                     continue
                 now = self._clock.now()
-                with self._lock:
-                    entry = self._futures.pop(rid, None)
-                    timed = [r.latency_s for r in reps if r.ok or r.reason not in _UNTIMED]
-                    if entry is not None and timed:  # the bus's share: the round trip less the executor's time
-                        sample = (now, max(0.0, now - entry[1] - max(timed)))
-                        self._hops.setdefault(sid, deque(maxlen=HOP_SAMPLES)).append(sample)
-                        self._model_hops.setdefault(_model_of(sid), deque(maxlen=HOP_SAMPLES)).append(sample)
-                if entry is None:
-                    continue
-                futs, sent = entry
-                if len(reps) != len(futs):
-                    reps = [Reply.dropped("error", latency_s=0.0)] * len(futs)  # not ours to guess which
-                for fut, rep in zip(futs, reps):
-                    _resolve(fut, replace(rep, latency_s=now - sent))
+                for rid, sid, reps in answered:
+                    self._answer(rid, sid, reps, now)
+
+    def _answer(self, rid: str, sid: str, reps: list[Reply], now: float) -> None:
+        """Resolve request ``rid``'s futures with its replies (received at ``now``)."""
+        with self._lock:
+            entry = self._futures.pop(rid, None)
+            timed = [r.latency_s for r in reps if r.ok or r.reason not in _UNTIMED]
+            if entry is not None and timed:  # the bus's share: the round trip less the executor's time
+                sample = (now, max(0.0, now - entry[1] - max(timed)))
+                self._hops.setdefault(sid, deque(maxlen=HOP_SAMPLES)).append(sample)
+                self._model_hops.setdefault(_model_of(sid), deque(maxlen=HOP_SAMPLES)).append(sample)
+        if entry is None:
+            return
+        futs, sent = entry
+        if len(reps) != len(futs):
+            reps = [Reply.dropped("error", latency_s=0.0)] * len(futs)  # not ours to guess which
+        for fut, rep in zip(futs, reps):
+            _resolve(fut, replace(rep, latency_s=now - sent))
 
     def _dead_letter(self, m: Message, reason: str) -> None:
         try:

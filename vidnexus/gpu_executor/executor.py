@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import math
@@ -36,7 +37,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
+from typing import Any, Callable, ContextManager, Literal, Mapping, Protocol, Sequence
 
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.contracts.replies import DropReason, Reply
@@ -177,6 +178,10 @@ class Executor:
         self._prober = Prober() if probe else None
         self._samples: dict[str, Any] = {}  # model → the input of its last batch (probes copy it)
         self.on_profile = on_profile
+        self.reply_scope: Callable[[], ContextManager[Any]] = contextlib.nullcontext
+        """Entered around the futures a batch resolves together (its replies, or the drops of one
+        scheduling step), in the thread that resolves them: the service over the bus publishes
+        what their callbacks answer as one message per reply topic when the scope ends."""
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> "Executor":
@@ -353,8 +358,10 @@ class Executor:
             with self._lock:
                 step = self.core.schedule(self.clock.now())
                 held = self.core.queued()
-            for d in step.dropped:
-                self._finish_drop(d.request_id, d.reason)
+            if step.dropped:
+                with self.reply_scope():
+                    for d in step.dropped:
+                        self._finish_drop(d.request_id, d.reason)
             if step.dispatch is None:
                 if self.staged and self._run_staged(before_rt=False):
                     continue
@@ -388,8 +395,9 @@ class Executor:
                 raise ValueError(f"runner returned {len(outputs)} outputs for {len(items)} inputs")
         except Exception as e:
             logger.error("batch of %d on model %s failed: %s", len(items), dispatch.model, e)
-            for rid in dispatch.request_ids:
-                self._finish_drop(rid, "error")
+            with self.reply_scope():
+                for rid in dispatch.request_ids:
+                    self._finish_drop(rid, "error")
             return
         seconds = self.clock.now() - t0
         if self._prober is not None and dispatch.group is None and items:
@@ -467,13 +475,14 @@ class Executor:
 
     def _reply_batch(self, dispatch: Dispatch, outputs: list[Any]) -> None:
         now = self.clock.now()
-        for rid, out in zip(dispatch.request_ids, outputs):
-            p = self._pop(rid)
-            if p is None:
-                continue
-            lat = now - p.arrival
-            self._metrics_of(p.session_id).reply(p.session_id, lat, p.enqueued - p.arrival, now <= p.deadline)
-            p.future.set_result(Reply.answer(out, latency_s=lat, batch=dispatch.batch))
+        with self.reply_scope():
+            for rid, out in zip(dispatch.request_ids, outputs):
+                p = self._pop(rid)
+                if p is None:
+                    continue
+                lat = now - p.arrival
+                self._metrics_of(p.session_id).reply(p.session_id, lat, p.enqueued - p.arrival, now <= p.deadline)
+                p.future.set_result(Reply.answer(out, latency_s=lat, batch=dispatch.batch))
 
     def _pop(self, rid: int) -> _Pending | None:
         with self._lock:

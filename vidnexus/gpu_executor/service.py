@@ -9,8 +9,11 @@ backfill's request waiting minutes for slack holds back no live request's commit
 per partition). Each input of a request message becomes an
 :class:`~vidnexus.gpu_executor.executor.Executor` submission with the message's absolute deadline,
 and once every input is answered (outputs or an accounted drop) one reply message, a reply per
-input, is published to the request's ``reply_to`` topic keyed by request id. Offsets are committed only once every request read so far has
-been answered (at-least-once). Malformed requests go to the dead-letter topic with the reason.
+input, is published to the request's ``reply_to`` topic keyed by request id; the requests a batch
+answers together (:attr:`Executor.reply_scope`) share one message per reply topic
+(:func:`~vidnexus.contracts.requests.encode_replies`). Offsets are committed only once every request
+read so far has been answered (at-least-once). Malformed requests go to the dead-letter topic with
+the reason.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Future
+from contextlib import contextmanager
 from functools import partial
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from vidnexus.clock import Clock, MonotonicClock
 from vidnexus.config import Settings
@@ -27,7 +31,7 @@ from vidnexus.connectors.bus import Bus
 from vidnexus.connectors.dead_letter import DeadLetters
 from vidnexus.connectors.watchdog import GroupWatchdog
 from vidnexus.contracts.replies import Reply
-from vidnexus.contracts.requests import decode_request, encode_reply
+from vidnexus.contracts.requests import decode_request, encode_replies, encode_reply
 from vidnexus.contracts.topics import BACKGROUND_RETENTION_S, Topics, request_retention_s
 from vidnexus.errors import CodecError, ConnectorError
 from vidnexus.gpu_executor.executor import Executor
@@ -39,6 +43,13 @@ logger = logging.getLogger(__name__)
 COMMIT_AT_LEAST_EVERY_S = 5.0
 """The serving loop commits without waiting while replies keep being acknowledged; past this long
 without a commit it waits for them (a producer that never drains must not hold commits back)."""
+
+MAX_REPLIES_MESSAGE_BYTES = 1 << 20
+"""A batch's replies to one topic travel as one message up to this size (else one per request)."""
+
+_Held = tuple[str, str, str, list[Reply], tuple[str, int], int]
+"""A reply waiting for its batch's scope to end: reply topic, request id, session, replies, and the
+request's partition and offset."""
 
 
 class ExecutorService:
@@ -67,6 +78,10 @@ class ExecutorService:
         self._next: dict[tuple[str, int], int] = {}
         self._committed: dict[tuple[str, int], int] = {}
         self.served = 0
+        self.reply_messages = 0
+        """Reply messages published (fewer than the requests answered when batches share them)."""
+        self._scope = threading.local()  # .held: replies of the batch being answered in this thread
+        executor.reply_scope = self._batch_scope
         self._consumer: Any = None
         self._last_commit = self.clock.now()
         self.watchdog = GroupWatchdog(bus, self.names.group("executor"), lambda: list(self.topics), self.clock,
@@ -159,14 +174,57 @@ class ExecutorService:
 
     def _publish_reply(self, reply_to: str, request_id: str, session_id: str, replies: list[Reply],
                        tp: tuple[str, int], offset: int) -> None:
+        held: list[_Held] | None = getattr(self._scope, "held", None)
+        if held is not None:  # inside a batch's scope: published with the batch's other replies
+            held.append((reply_to, request_id, session_id, replies, tp, offset))
+            return
+        self._send(reply_to, [(request_id, session_id, replies)])
+        self._mark_answered([(tp, offset, len(replies))])
+
+    @contextmanager
+    def _batch_scope(self) -> Iterator[None]:
+        """The executor resolves a batch's futures in here: the replies their callbacks publish are
+        held and sent when it ends, one message per reply topic."""
+        if getattr(self._scope, "held", None) is not None:  # nested: the outer scope sends
+            yield
+            return
+        held: list[_Held] = []
+        self._scope.held = held
         try:
-            self.bus.publish(reply_to, request_id.encode(), encode_reply(request_id, session_id, replies))
-        except Exception as e:  # a reply topic we cannot write to must not kill the executor
-            logger.error("cannot publish reply %s to %s: %s", request_id, reply_to, e)
+            yield
+        finally:
+            self._scope.held = None
+            by_topic: dict[str, list[tuple[str, str, list[Reply]]]] = {}
+            for reply_to, rid, sid, replies, _, _ in held:
+                by_topic.setdefault(reply_to, []).append((rid, sid, replies))
+            for reply_to, groups in by_topic.items():
+                self._send(reply_to, groups)
+            self._mark_answered([(tp, offset, len(replies)) for _, _, _, replies, tp, offset in held])
+
+    def _send(self, reply_to: str, groups: list[tuple[str, str, list[Reply]]]) -> None:
+        """Publish the replies of ``groups`` (request id, session, replies) to ``reply_to``: one
+        message, or one per request when there is one or together they pass ``MAX_REPLIES_MESSAGE_BYTES``."""
+        raw = encode_replies(groups) if len(groups) > 1 else None
+        if raw is None or len(raw) > MAX_REPLIES_MESSAGE_BYTES:
+            messages = [(rid, encode_reply(rid, sid, replies)) for rid, sid, replies in groups]
+        else:
+            messages = [(groups[0][0], raw)]
+        for key, value in messages:
+            try:
+                self.bus.publish(reply_to, key.encode(), value)
+            except Exception as e:  # a reply topic we cannot write to must not kill the executor
+                what = key if value is not raw else f"{key} (and {len(groups) - 1} more)"
+                logger.error("cannot publish reply %s to %s: %s", what, reply_to, e)
         with self._lock:
-            self._inflight -= 1
-            self.served += len(replies)
-            self._unanswered.get(tp, set()).discard(offset)
+            self.reply_messages += len(messages)
+
+    def _mark_answered(self, done: list[tuple[tuple[str, int], int, int]]) -> None:
+        """Requests answered: (partition, offset, replies) each."""
+        with self._lock:
+            for tp, offset, n in done:
+                self._inflight -= 1
+                self.served += n
+                self._unanswered.get(tp, set()).discard(offset)
             if self._inflight == 0:
                 self._answered.notify_all()
 

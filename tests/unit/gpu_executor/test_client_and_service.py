@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from vidnexus.config import Settings
+from vidnexus.contracts.requests import decode_replies
 from vidnexus.connectors.memory_bus import MemoryBus
 from vidnexus.gpu_executor.backend import SessionSpec
 from vidnexus.gpu_executor.client import ExecutorClient
@@ -197,8 +198,9 @@ def test_requests_nobody_answers_expire_on_the_clients_clock():
 
 
 def test_a_frames_inputs_for_a_session_travel_as_one_message_and_come_back_as_one():
-    """submit_many: one request message (cut only past max_bytes), one reply message per request,
-    a reply per input in order; the executor batches the inputs together."""
+    """submit_many: one request message (cut only past max_bytes), its replies in one message, a
+    reply per input in order; the executor batches the inputs together (and the three messages of
+    a cut request, answered by one batch, share one reply message)."""
     settings = Settings(bus="memory", topic_prefix="m1")
     clock = FakeClock()
     bus = MemoryBus(clock=clock)
@@ -219,8 +221,103 @@ def test_a_frames_inputs_for_a_session_travel_as_one_message_and_come_back_as_on
         assert sum(runner.batches) == 12 and len(runner.batches) <= 2  # batched together, not one by one
         cut = client.submit_many("sum", xs, deadline_wall=clock.wall() + 5.0, max_bytes=64)  # 4 inputs a message
         assert [f.result(timeout=10).output for f in cut] == [4.0 * i for i in range(12)]
-        assert len(requests.poll(timeout_s=0.0)) == 3 and len(replies_topic.poll(timeout_s=0.0)) == 3
+        assert len(requests.poll(timeout_s=0.0)) == 3
+        answered = [g for m in replies_topic.poll(timeout_s=0.0) for g in decode_replies(m.value)]
+        assert len(answered) == 3 and [len(reps) for _, _, reps in answered] == [4, 4, 4]
+        assert svc.reply_messages <= 1 + (len(runner.batches) - 1)  # at most one per batch
         assert client.outstanding == 0 and svc.served == 24
+    finally:
+        svc.stop()
+        t.join(timeout=10)
+        client.close()
+        ex.stop()
+
+
+def _until(condition, timeout_s=10.0):
+    """Wait (real time: another thread makes it true) until ``condition()``; fail after ``timeout_s``."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+class _GatedRunner(FakeRunner):
+    """Its first batch waits for ``go``: the requests sent meanwhile queue up for the next one."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.started, self.go = threading.Event(), threading.Event()
+
+    def __call__(self, inputs):
+        if not self.batches:
+            self.started.set()
+            assert self.go.wait(10)
+        return super().__call__(inputs)
+
+
+def test_a_batchs_replies_travel_as_one_message_per_reply_topic():
+    """Requests of two clients answered by one batch: one reply message per client (not one per
+    request), each answering its own requests; the service's count says so."""
+    settings = Settings(bus="memory", topic_prefix="rb")
+    clock = FakeClock()
+    bus = MemoryBus(clock=clock)
+    prof = Profile.linear(0.0001, 0.0005, 32)
+    runner = _GatedRunner(prof, clock, fn=lambda x: float(x.sum()))
+    ex = Executor([SessionSpec("sum", "m", 5.0)], {"m": runner}, {"m": prof}, clock=clock).start()
+    svc = ExecutorService(ex, bus, settings, clock=clock)
+    t = threading.Thread(target=svc.run, daemon=True)
+    t.start()
+    a, b = ExecutorClient(bus, settings, "a", clock=clock), ExecutorClient(bus, settings, "b", clock=clock)
+    seen = {c: bus.subscribe([c.reply_topic], group=None) for c in (a, b)}
+    try:
+        first = a.submit("sum", np.zeros(2, np.float32), slo_s=5.0)
+        assert runner.started.wait(10)  # the device holds the first batch: the rest queue
+        fa = [a.submit("sum", np.full((2,), i, np.float32), slo_s=5.0) for i in range(5)]
+        fb = [b.submit("sum", np.full((2,), 10 + i, np.float32), slo_s=5.0) for i in range(3)]
+        _until(lambda: ex.stats()[0]["arrivals"] == 9)  # all nine taken before the device goes on
+        runner.go.set()
+        assert first.result(timeout=10).output == 0.0
+        assert [f.result(timeout=10).output for f in fa] == [2.0 * i for i in range(5)]
+        assert [f.result(timeout=10).output for f in fb] == [2.0 * (10 + i) for i in range(3)]
+        assert runner.batches == [1, 8]
+        got = {c: [decode_replies(m.value) for m in sub.poll(timeout_s=0.0)] for c, sub in seen.items()}
+        assert [len(groups) for groups in got[a]] == [1, 5] and [len(groups) for groups in got[b]] == [3]
+        assert svc.reply_messages == 3 and svc.served == 9
+    finally:
+        svc.stop()
+        t.join(timeout=10)
+        a.close()
+        b.close()
+        ex.stop()
+
+
+def test_a_batchs_replies_past_the_message_limit_travel_one_per_request(monkeypatch):
+    import vidnexus.gpu_executor.service as service
+
+    monkeypatch.setattr(service, "MAX_REPLIES_MESSAGE_BYTES", 64)
+    settings = Settings(bus="memory", topic_prefix="rc")
+    clock = FakeClock()
+    bus = MemoryBus(clock=clock)
+    prof = Profile.linear(0.0001, 0.0005, 32)
+    runner = _GatedRunner(prof, clock, fn=lambda x: [float(v) for v in x])  # 8 floats a reply
+    ex = Executor([SessionSpec("sum", "m", 5.0)], {"m": runner}, {"m": prof}, clock=clock).start()
+    svc = ExecutorService(ex, bus, settings, clock=clock)
+    t = threading.Thread(target=svc.run, daemon=True)
+    t.start()
+    client = ExecutorClient(bus, settings, "c", clock=clock)
+    sub = bus.subscribe([client.reply_topic], group=None)
+    try:
+        first = client.submit("sum", np.zeros(8, np.float32), slo_s=5.0)
+        assert runner.started.wait(10)
+        futs = [client.submit("sum", np.full((8,), i, np.float32), slo_s=5.0) for i in range(4)]
+        _until(lambda: ex.stats()[0]["arrivals"] == 5)
+        runner.go.set()
+        assert first.result(timeout=10).ok
+        assert [f.result(timeout=10).output for f in futs] == [[float(i)] * 8 for i in range(4)]
+        assert runner.batches == [1, 4]
+        assert [len(decode_replies(m.value)) for m in sub.poll(timeout_s=0.0)] == [1] * 5
     finally:
         svc.stop()
         t.join(timeout=10)
