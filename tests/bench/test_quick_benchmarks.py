@@ -141,6 +141,14 @@ def test_quick_run_writes_the_json(name, tmp_path):
             assert all(k["batch8_ms"] >= k["batch1_ms"] > 0 for k in c["speed_checks"]), c["speed_checks"]
         drifts = [v for k, v in doc["summary"].items() if k.endswith("speed_drift")]
         assert len(drifts) == len(configs) and all(d >= 1.0 for d in drifts), drifts
+        # vidnexus's searches report each process's CPU per request during the 80% probe (quick: one round)
+        assert all(c["vnx_rounds"] == 1 for c in configs)
+        for r in doc["results"]:
+            if r["system"] in ("vnx-inproc", "vnx-kafka") and r["goodput"] > 0:
+                cpu = r["cpu_ms_per_request"]
+                assert set(cpu) == ({"process"} if r["system"] == "vnx-inproc" else {"client", "executor", "broker"}), r
+                assert all(v >= 0 for v in cpu.values()) and cpu.get("process", cpu.get("executor", 0)) > 0, r
+                assert r["round"] == 0, r
     if name == "peers-real":  # both real models, every system measured on each, each from its package file
         assert {(r["model"], r["system"]) for r in doc["results"]} == {
             (m, s) for m in ("hud_text", "pose_landmarks") for s in ("vnx-inproc", "vnx-kafka", "triton", "ray-handle")}

@@ -4,8 +4,9 @@ its JVM spent compiling (the local Kafka broker's JIT warm-up)."""
 from __future__ import annotations
 
 import os
+from typing import Mapping
 
-__all__ = ["broker_pid", "compiler_cpu_s", "cpu_s"]
+__all__ = ["broker_pid", "compiler_cpu_s", "cpu_s", "cpu_by_process"]
 
 
 def _ticks(stat: str) -> int:
@@ -18,6 +19,19 @@ def cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process (all its threads), from /proc."""
     with open(f"/proc/{pid}/stat") as f:
         return _ticks(f.read()) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_by_process(pids: Mapping[str, int | None]) -> dict[str, float]:
+    """:func:`cpu_s` of each named process (those with no pid, or gone, left out)."""
+    out = {}
+    for name, pid in pids.items():
+        if pid is None:
+            continue
+        try:
+            out[name] = cpu_s(pid)
+        except OSError:  # the process ended
+            continue
+    return out
 
 
 def compiler_cpu_s(pid: int) -> float:
