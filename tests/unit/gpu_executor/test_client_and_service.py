@@ -1,6 +1,7 @@
 """The bus client and the executor service, over the in-memory bus with a real executor, all on one
 FakeClock: time moves only when a batch runs or the test advances it, and nothing sleeps."""
 
+import contextlib
 import threading
 
 import numpy as np
@@ -257,72 +258,72 @@ class _GatedRunner(FakeRunner):
         return super().__call__(inputs)
 
 
-def test_a_batchs_replies_travel_as_one_message_per_reply_topic():
-    """Requests of two clients answered by one batch: one reply message per client (not one per
-    request), each answering its own requests; the service's count says so."""
-    settings = Settings(bus="memory", topic_prefix="rb")
+@contextlib.contextmanager
+def _served(prefix, fn):
+    """An executor (a gated runner computing ``fn`` per input) served over a memory bus on a
+    FakeClock: yields (settings, bus, clock, executor, service, runner); stops them after."""
+    settings = Settings(bus="memory", topic_prefix=prefix)
     clock = FakeClock()
     bus = MemoryBus(clock=clock)
     prof = Profile.linear(0.0001, 0.0005, 32)
-    runner = _GatedRunner(prof, clock, fn=lambda x: float(x.sum()))
+    runner = _GatedRunner(prof, clock, fn=fn)
     ex = Executor([SessionSpec("sum", "m", 5.0)], {"m": runner}, {"m": prof}, clock=clock).start()
     svc = ExecutorService(ex, bus, settings, clock=clock)
     t = threading.Thread(target=svc.run, daemon=True)
     t.start()
-    a, b = ExecutorClient(bus, settings, "a", clock=clock), ExecutorClient(bus, settings, "b", clock=clock)
-    seen = {c: bus.subscribe([c.reply_topic], group=None) for c in (a, b)}
     try:
-        first = a.submit("sum", np.zeros(2, np.float32), slo_s=5.0)
-        assert runner.started.wait(10)  # the device holds the first batch: the rest queue
-        fa = [a.submit("sum", np.full((2,), i, np.float32), slo_s=5.0) for i in range(5)]
-        fb = [b.submit("sum", np.full((2,), 10 + i, np.float32), slo_s=5.0) for i in range(3)]
-        _until(lambda: ex.stats()[0]["arrivals"] == 9)  # all nine taken before the device goes on
-        runner.go.set()
-        assert first.result(timeout=10).output == 0.0
-        assert [f.result(timeout=10).output for f in fa] == [2.0 * i for i in range(5)]
-        assert [f.result(timeout=10).output for f in fb] == [2.0 * (10 + i) for i in range(3)]
-        assert runner.batches == [1, 8]
-        got = {c: [decode_replies(m.value) for m in sub.poll(timeout_s=0.0)] for c, sub in seen.items()}
-        assert [len(groups) for groups in got[a]] == [1, 5] and [len(groups) for groups in got[b]] == [3]
-        assert svc.reply_messages == 3 and svc.served == 9
+        yield settings, bus, clock, ex, svc, runner
     finally:
         svc.stop()
         t.join(timeout=10)
-        a.close()
-        b.close()
         ex.stop()
+
+
+def test_a_batchs_replies_travel_as_one_message_per_reply_topic():
+    """Requests of two clients answered by one batch: one reply message per client (not one per
+    request), each answering its own requests; the service's count says so."""
+    with _served("rb", lambda x: float(x.sum())) as (settings, bus, clock, ex, svc, runner):
+        a, b = ExecutorClient(bus, settings, "a", clock=clock), ExecutorClient(bus, settings, "b", clock=clock)
+        seen = {c: bus.subscribe([c.reply_topic], group=None) for c in (a, b)}
+        try:
+            first = a.submit("sum", np.zeros(2, np.float32), slo_s=5.0)
+            assert runner.started.wait(10)  # the device holds the first batch: the rest queue
+            fa = [a.submit("sum", np.full((2,), i, np.float32), slo_s=5.0) for i in range(5)]
+            fb = [b.submit("sum", np.full((2,), 10 + i, np.float32), slo_s=5.0) for i in range(3)]
+            _until(lambda: ex.stats()[0]["arrivals"] == 9)  # all nine taken before the device goes on
+            runner.go.set()
+            assert first.result(timeout=10).output == 0.0
+            assert [f.result(timeout=10).output for f in fa] == [2.0 * i for i in range(5)]
+            assert [f.result(timeout=10).output for f in fb] == [2.0 * (10 + i) for i in range(3)]
+            assert runner.batches == [1, 8]
+            got = {c: [decode_replies(m.value) for m in sub.poll(timeout_s=0.0)] for c, sub in seen.items()}
+            assert [len(groups) for groups in got[a]] == [1, 5] and [len(groups) for groups in got[b]] == [3]
+            assert svc.reply_messages == 3 and svc.served == 9
+        finally:
+            a.close()
+            b.close()
 
 
 def test_a_batchs_replies_past_the_message_limit_travel_one_per_request(monkeypatch):
     import vidnexus.gpu_executor.service as service
 
     monkeypatch.setattr(service, "MAX_REPLIES_MESSAGE_BYTES", 64)
-    settings = Settings(bus="memory", topic_prefix="rc")
-    clock = FakeClock()
-    bus = MemoryBus(clock=clock)
-    prof = Profile.linear(0.0001, 0.0005, 32)
-    runner = _GatedRunner(prof, clock, fn=lambda x: [float(v) for v in x])  # 8 floats a reply
-    ex = Executor([SessionSpec("sum", "m", 5.0)], {"m": runner}, {"m": prof}, clock=clock).start()
-    svc = ExecutorService(ex, bus, settings, clock=clock)
-    t = threading.Thread(target=svc.run, daemon=True)
-    t.start()
-    client = ExecutorClient(bus, settings, "c", clock=clock)
-    sub = bus.subscribe([client.reply_topic], group=None)
-    try:
-        first = client.submit("sum", np.zeros(8, np.float32), slo_s=5.0)
-        assert runner.started.wait(10)
-        futs = [client.submit("sum", np.full((8,), i, np.float32), slo_s=5.0) for i in range(4)]
-        _until(lambda: ex.stats()[0]["arrivals"] == 5)
-        runner.go.set()
-        assert first.result(timeout=10).ok
-        assert [f.result(timeout=10).output for f in futs] == [[float(i)] * 8 for i in range(4)]
-        assert runner.batches == [1, 4]
-        assert [len(decode_replies(m.value)) for m in sub.poll(timeout_s=0.0)] == [1] * 5
-    finally:
-        svc.stop()
-        t.join(timeout=10)
-        client.close()
-        ex.stop()
+    with _served("rc", lambda x: [float(v) for v in x]) as (settings, bus, clock, ex, svc, runner):  # 8 floats a reply
+        client = ExecutorClient(bus, settings, "c", clock=clock)
+        sub = bus.subscribe([client.reply_topic], group=None)
+        try:
+            first = client.submit("sum", np.zeros(8, np.float32), slo_s=5.0)
+            assert runner.started.wait(10)
+            futs = [client.submit("sum", np.full((8,), i, np.float32), slo_s=5.0) for i in range(4)]
+            _until(lambda: ex.stats()[0]["arrivals"] == 5)
+            runner.go.set()
+            assert first.result(timeout=10).ok
+            assert [f.result(timeout=10).output for f in futs] == [[float(i)] * 8 for i in range(4)]
+            assert runner.batches == [1, 4]
+            assert [len(decode_replies(m.value)) for m in sub.poll(timeout_s=0.0)] == [1] * 5
+            assert svc.reply_messages == 5
+        finally:
+            client.close()
 
 
 def test_close_deletes_the_clients_reply_topic_only():
