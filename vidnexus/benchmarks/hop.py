@@ -35,7 +35,7 @@ import numpy as np
 
 from vidnexus.benchmarks.broker_topics import BrokerTopics
 from vidnexus.benchmarks.machine import machine_info
-from vidnexus.benchmarks.procstat import broker_pid, cpu_s
+from vidnexus.benchmarks.procstat import broker_pid, cpu_by_process
 from vidnexus.errors import ConnectorError, VidnexusError
 from vidnexus.roles.heap import settle_heap
 
@@ -132,7 +132,7 @@ def _cell(client: Any, rate: int, kb: int, seconds: float, pids: dict[str, int |
                 all_in.set()
 
     settle_heap()  # what the run built so far is not this cell's to collect (as the executor role freezes its own)
-    before = {k: cpu_s(p) for k, p in pids.items() if p is not None}
+    before = cpu_by_process(pids)
     cpu0 = time.process_time()
     t0 = time.monotonic()
     behind = 0.0
@@ -156,7 +156,8 @@ def _cell(client: Any, rate: int, kb: int, seconds: float, pids: dict[str, int |
     if not all_in.wait(LOST_AFTER_S + 5):  # every request ends by its expiry, answered or not
         raise VidnexusError(f"{left} of {n} requests neither answered nor expired {LOST_AFTER_S + 5:g} s after sending")
     cpu = {"client": time.process_time() - cpu0}
-    cpu.update({k: cpu_s(p) - before[k] for k, p in pids.items() if p is not None})
+    after = cpu_by_process(pids)
+    cpu.update({k: after[k] - before[k] for k in before if k in after})
     ms = sorted(ms_of[~np.isnan(ms_of)].tolist())
     answered = len(ms) / n
     return {
