@@ -511,8 +511,8 @@ REWARM_S = 2.0
 VNX_ROUNDS = 2
 """Full runs measure each vidnexus cell this many times, vnx-inproc and vnx-kafka alternately (A B A B):
 their goodput is the mean over the rounds. One search's goodput moves a lot between runs on this
-shared VM (vnx-kafka / vnx-inproc at single@50 Poisson was 0.41-1.12 over the seven full runs up
-to 2026-12-01, issue 18's notes), and issue 18's ratio needs both ends measured alike."""
+shared VM (vnx-kafka / vnx-inproc at single@50 Poisson: 0.407 in peers-2026-11-30-2.json, 1.118 in
+peers-2026-11-29.json), and issue 18's ratio needs both ends measured alike."""
 
 
 BROKER_WARM_CHUNK_S = 5.0
