@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -44,6 +45,26 @@ def java_major(java: str = "java") -> int:
 
 BROKER_JVM_OPTS = ("-Xms256m", "-Xmx768m", "-XX:+UseG1GC")
 """The broker JVM's heap and garbage-collector options (``Settings.kafka_jvm_opts`` replaces them)."""
+
+
+def broker_threads(cpus: int | None = None) -> dict[str, int]:
+    """The managed broker's request threads on a machine of ``cpus`` cores (default: this
+    one's): one network thread per 4 cores and one request-handler thread per core, between 1 and
+    2 and Kafka's own defaults (3 and 8, sized for a broker with a server to itself).
+
+    On a 2-core box shared with an executor, its client and their Python threads, Kafka's defaults
+    (11 threads handing each request over) cost CPU the executor needs: alternating brokers at
+    120 req/s of 150 KB requests, SLO 50 ms, the single-model load of ``bench peers``
+    (12 paired 10 s traces, 2026-12-02, issue 18's note), 1 network and 2 handler threads took
+    2.37 ms of broker CPU per request against 2.59 (its collector 0.44 against 0.61) and kept
+    0.84 of requests on time against 0.78 (8 of 12 pairs ahead; 1 and 1: 2.28 ms, 0.81 in 6).
+
+    Example:
+        >>> broker_threads(2), broker_threads(16)
+        ({'num.network.threads': 1, 'num.io.threads': 2}, {'num.network.threads': 3, 'num.io.threads': 8})
+    """
+    n = max(1, cpus or os.cpu_count() or 1)
+    return {"num.network.threads": max(1, min(3, n // 4)), "num.io.threads": max(2, min(8, n))}
 
 
 class KafkaService(LocalService):
@@ -120,6 +141,7 @@ class KafkaService(LocalService):
                     # Request and reply topics keep seconds (``retention_s``, ``ephemeral_configs``):
                     # check every 5 s, not every 5 minutes, so their segments go soon after they expire.
                     "log.retention.check.interval.ms=5000",
+                    *[f"{k}={v}" for k, v in broker_threads().items()],
                     "",
                 ]
             )
