@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-__all__ = ["broker_pid", "compiler_cpu_s", "cpu_s", "cpu_by_process"]
+__all__ = ["broker_pid", "compiler_cpu_s", "cpu_s", "cpu_by_process", "listening_inodes"]
 
 
 def _ticks(stat: str) -> int:
@@ -51,10 +51,60 @@ def compiler_cpu_s(pid: int) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def listening_inodes(tables: Mapping[str, str], port: int) -> set[str]:
+    r"""Pure: the socket inodes listening on TCP ``port`` in the texts of ``/proc/net/tcp`` and
+    ``tcp6`` (``tables``: path → text; state ``0A`` is LISTEN, the local address's port is hex).
+
+    Example:
+        >>> head = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode"
+        >>> row = "   0: 0100007F:4AA4 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 51234"
+        >>> table = {"/proc/net/tcp": head + "\n" + row}
+        >>> listening_inodes(table, 19108), listening_inodes(table, 19092)
+        ({'51234'}, set())
+    """
+    out = set()
+    for text in tables.values():
+        for line in text.splitlines()[1:]:
+            f = line.split()
+            if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+                out.add(f[9])
+    return out
+
+
+def _holds_socket(pid: str, inodes: set[str]) -> bool:
+    """Whether process ``pid`` has one of the sockets ``inodes`` open."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:[") and link[8:-1] in inodes:
+            return True
+    return False
+
+
 def broker_pid(bootstrap: str) -> int | None:
-    """The local broker's JVM (a ``kafka.Kafka`` java process), when the broker is on loopback."""
-    if not all(h.split(":")[0] in ("127.0.0.1", "localhost", "::1") for h in bootstrap.split(",")):
+    """The local broker's JVM (a ``kafka.Kafka`` java process) listening on the first bootstrap
+    address's port, when the broker is on loopback (None when no such JVM listens there: several
+    local brokers each have their own). Where the sockets cannot be read, the only
+    ``kafka.Kafka`` JVM, if there is just one."""
+    hosts = [h.rsplit(":", 1) for h in bootstrap.split(",")]
+    if not all(h[0] in ("127.0.0.1", "localhost", "::1", "[::1]") for h in hosts):
         return None
+    tables = {}
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as f:
+                tables[path] = f.read()
+        except OSError:
+            continue
+    port = int(hosts[0][1]) if len(hosts[0]) == 2 and hosts[0][1].isdigit() else 9092
+    inodes = listening_inodes(tables, port) if tables else None
+    brokers = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -64,5 +114,8 @@ def broker_pid(bootstrap: str) -> int | None:
         except OSError:
             continue
         if cmd and cmd[0].endswith(b"java") and b"kafka.Kafka" in cmd:
-            return int(name)
-    return None
+            if inodes is None:
+                brokers.append(int(name))
+            elif inodes and _holds_socket(name, inodes):
+                return int(name)
+    return brokers[0] if len(brokers) == 1 else None
