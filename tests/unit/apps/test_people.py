@@ -56,10 +56,12 @@ def test_the_people_app_counts_who_came_and_when_like_a_person(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     env = dict(os.environ, VNX_DATA_DIR=str(data), VNX_BUS="memory", VNX_STORE="chdb")
-    # Read at 4× real time (the pose model loads while the first frames queue; at the files' full
-    # decode speed those would miss the 1 s SLO).
+    # Read at 2× real time (the pose model loads while the first frames queue; at the file's full
+    # decode speed those would miss the 1 s SLO). At 4× a slower 2-core VM counted the people right
+    # but kept poses for 293 of the ~545 frames with a person in view (a fresh-clone `make test` of
+    # 2026-12-02; 538 at 2× on the same VM): the assertions below are on recognition, not capacity.
     run = subprocess.run([sys.executable, "-m", "vidnexus", "run", "people", "--stream", f"room={VIDEO}", "--fps", "5",
-                          "--rate", "4"], env=env, capture_output=True, text=True, timeout=280)
+                          "--rate", "2"], env=env, capture_output=True, text=True, timeout=280)
     assert run.returncode == 0, run.stderr[-3000:]
     from vidnexus.apps.people import QUERIES
 
