@@ -3,7 +3,7 @@ compiler threads are seen (a broker that has started has compiled its start-up p
 
 import os
 
-from vidnexus.benchmarks.procstat import broker_pid, compiler_cpu_s, cpu_s, listening_inodes
+from vidnexus.benchmarks.procstat import broker_pid, compiler_cpu_s, cpu_s, listening_inodes, socket_tables
 
 
 def test_the_local_broker_and_its_jit_compilers_are_found(kafka_bootstrap):
@@ -16,8 +16,7 @@ def test_the_local_broker_and_its_jit_compilers_are_found(kafka_bootstrap):
 def test_the_broker_found_is_the_one_listening_on_the_bootstrap_port(kafka_bootstrap):
     pid = broker_pid(kafka_bootstrap)
     port = int(kafka_bootstrap.split(",")[0].rsplit(":", 1)[1])
-    tables = {p: open(p).read() for p in ("/proc/net/tcp", "/proc/net/tcp6") if os.path.exists(p)}
-    inodes = listening_inodes(tables, port)
+    inodes = listening_inodes(socket_tables(), port)
     assert inodes, f"nothing listens on {port}"
     held = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
     assert {f"socket:[{i}]" for i in inodes} & held

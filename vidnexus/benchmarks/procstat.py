@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-__all__ = ["broker_pid", "compiler_cpu_s", "cpu_s", "cpu_by_process", "listening_inodes"]
+__all__ = ["broker_pid", "compiler_cpu_s", "cpu_s", "cpu_by_process", "listening_inodes", "socket_tables"]
 
 
 def _ticks(stat: str) -> int:
@@ -71,6 +71,19 @@ def listening_inodes(tables: Mapping[str, str], port: int) -> set[str]:
     return out
 
 
+def socket_tables() -> dict[str, str]:
+    """This machine's TCP socket tables, ``/proc/net/tcp`` and ``tcp6`` (path → text), those that
+    can be read."""
+    tables = {}
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as f:
+                tables[path] = f.read()
+        except OSError:
+            continue
+    return tables
+
+
 def _holds_socket(pid: str, inodes: set[str]) -> bool:
     """Whether process ``pid`` has one of the sockets ``inodes`` open."""
     try:
@@ -95,13 +108,7 @@ def broker_pid(bootstrap: str) -> int | None:
     hosts = [h.rsplit(":", 1) for h in bootstrap.split(",")]
     if not all(h[0] in ("127.0.0.1", "localhost", "::1", "[::1]") for h in hosts):
         return None
-    tables = {}
-    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(path) as f:
-                tables[path] = f.read()
-        except OSError:
-            continue
+    tables = socket_tables()
     port = int(hosts[0][1]) if len(hosts[0]) == 2 and hosts[0][1].isdigit() else 9092
     inodes = listening_inodes(tables, port) if tables else None
     brokers = []
