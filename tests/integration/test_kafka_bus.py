@@ -279,6 +279,49 @@ def test_a_topic_without_a_leader_yet_is_retryable_and_an_unknown_one_is_not(kaf
         bus.close()
 
 
+def test_an_unknown_topic_is_said_at_once_and_not_retryable(kafka_bus, topic):
+    """Both drivers: ``partitions`` of a topic the broker does not know raises "unknown topic", not
+    retryable, in well under the bus's timeout (10 s here). kafka-python's producer metadata waited
+    the whole timeout and raised a timeout, which it called "unknown topic" (until 2026-12-02)."""
+    t0 = time.monotonic()
+    with pytest.raises(ConnectorError, match=f"unknown topic '{topic}'; create it first") as e:
+        kafka_bus.partitions(topic)
+    assert not e.value.retryable
+    assert time.monotonic() - t0 < 3
+    kafka_bus.create_topic(topic, partitions=3)
+    assert kafka_bus.partitions(topic) == 3
+
+
+@pytest.mark.parametrize("error, retryable, says", [("KafkaConnectionError", True, "cannot read topic"),
+                                                     ("KafkaTimeoutError", True, "cannot read topic"),
+                                                     (5, True, "cannot read topic 't': error 5"),
+                                                     (29, False, "cannot read topic 't': error 29")])
+def test_kafka_python_partitions_tells_a_broker_away_from_an_unknown_topic(kafka_bootstrap, error, retryable, says):
+    """The kafka-python driver's ``partitions``: a broker that does not answer (the admin's request
+    fails) or a topic without a leader yet (error 5) is retryable; a refusal for good (29: topic
+    authorization failed) is not. The broker does not fail on demand, so the admin's answer is
+    given here as kafka-python carries it."""
+    from types import SimpleNamespace
+
+    import kafka.errors
+
+    bus = kafka_bus_of("kafka-python", kafka_bootstrap)
+
+    def describe(topics):
+        if isinstance(error, str):
+            raise getattr(kafka.errors, error)("no answer")
+        return [{"name": topics[0], "error_code": error, "partitions": []}]
+
+    try:
+        bus._admin, real = SimpleNamespace(describe_topics=describe), bus._admin
+        with pytest.raises(ConnectorError, match=says) as e:
+            bus.partitions("t")
+        assert e.value.retryable == retryable
+    finally:
+        bus._admin = real
+        bus.close()
+
+
 def broker_topics(bootstrap: str) -> set[str]:
     """The topics the broker lists, read by an admin client of its own (not the bus under test)."""
     from confluent_kafka.admin import AdminClient

@@ -176,7 +176,10 @@ class ConfluentBus:
             })
 
         try:
-            self._admin = AdminClient({**self._common, "client.id": "vnx-admin"})
+            # Asking the metadata of a topic the broker does not know must not create it (with the
+            # broker's default partitions and configs) where the broker allows auto-creation, as the
+            # managed one does: librdkafka's admin asks for it by default (until 2026-12-02).
+            self._admin = AdminClient({**self._common, "client.id": "vnx-admin", "allow.auto.create.topics": False})
             self._admin.list_topics(timeout=timeout_s)  # fails fast when the broker is not there
             self._producer = producer(self.linger_ms, "vnx-producer")
             self._eager = producer(0.0, "vnx-producer-eager") if linger_ms is None else None

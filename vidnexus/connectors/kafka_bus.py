@@ -133,15 +133,27 @@ class KafkaBus:
                              + (f" ({last})" if last else ""), retryable=True)
 
     def partitions(self, topic: str) -> int:
-        from kafka.errors import KafkaError
+        """``topic``'s partition count, from a metadata request of the admin client. A topic the
+        broker does not know raises at once, not retryable; a broker that does not answer, or a
+        topic whose partitions have no leader yet, raises retryable. (The producer's
+        ``partitions_for``, used until 2026-12-02, waited ``max_block_ms`` for an unknown topic and
+        then raised the same timeout as for a broker away, which this called "unknown topic".)"""
+        from kafka.errors import KafkaError, UnknownTopicOrPartitionError
 
         try:
-            parts = self._producer.partitions_for(topic)
-        except KafkaError as e:
-            raise ConnectorError(f"unknown topic {topic!r}: {e}") from None
-        if not parts:
+            described = self._admin.describe_topics([topic])
+        except (KafkaError, RuntimeError, OSError) as e:
+            raise ConnectorError(f"cannot read topic {topic!r}: {e}", retryable=True) from None
+        md = next((t for t in described if t.get("name") == topic), None)
+        code = UnknownTopicOrPartitionError.errno if md is None else int(md.get("error_code") or 0)
+        if code == UnknownTopicOrPartitionError.errno:
             raise ConnectorError(f"unknown topic {topic!r}; create it first")
-        return len(parts)
+        if code:  # e.g. LEADER_NOT_AVAILABLE: just created, or its broker restarting
+            raise ConnectorError(f"cannot read topic {topic!r}: error {code}", retryable=topic_error_retryable(code))
+        assert md is not None
+        if not md.get("partitions"):
+            raise ConnectorError(f"cannot read topic {topic!r}: no partitions listed yet", retryable=True)
+        return len(md["partitions"])
 
     def group_lag(self, group: str, topic: str, partitions: Sequence[int]) -> dict[int, int]:
         """Records of ``topic``'s ``partitions`` that consumer group ``group`` has not committed yet
