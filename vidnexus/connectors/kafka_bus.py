@@ -145,12 +145,11 @@ class KafkaBus:
         except (KafkaError, RuntimeError, OSError) as e:
             raise ConnectorError(f"cannot read topic {topic!r}: {e}", retryable=True) from None
         md = next((t for t in described if t.get("name") == topic), None)
-        code = UnknownTopicOrPartitionError.errno if md is None else int(md.get("error_code") or 0)
-        if code == UnknownTopicOrPartitionError.errno:
+        code = int(md.get("error_code") or 0) if md is not None else UnknownTopicOrPartitionError.errno
+        if md is None or code == UnknownTopicOrPartitionError.errno:
             raise ConnectorError(f"unknown topic {topic!r}; create it first")
         if code:  # e.g. LEADER_NOT_AVAILABLE: just created, or its broker restarting
             raise ConnectorError(f"cannot read topic {topic!r}: error {code}", retryable=topic_error_retryable(code))
-        assert md is not None
         if not md.get("partitions"):
             raise ConnectorError(f"cannot read topic {topic!r}: no partitions listed yet", retryable=True)
         return len(md["partitions"])
