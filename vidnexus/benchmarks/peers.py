@@ -24,7 +24,7 @@ replay the traces the driver sends them. Goodput is the highest rate with ≥ 99
 ok within the SLO (rejects, errors, drops and late replies are misses), found by bisection (a probe
 that falls short by under 2 points runs again on another trace, the two pooled); each peer
 gets a small grid of its knobs and its best goodput per SLO is reported; vidnexus's cells are
-searched twice (``VNX_ROUNDS``), in-process and behind Kafka alternately, and its goodput is the mean. Latency p50/p99 at 80% of
+searched three times (``VNX_ROUNDS``), in-process and behind Kafka alternately, and its goodput is the median. Latency p50/p99 at 80% of
 each system's goodput. A second scenario serves three copies of the model with SLOs 50/100/200 ms and
 Zipf-0.9 rates (1 : 0.54 : 0.37) at once; a third replays a uniform (evenly spaced) trace at the
 tightest SLO. Quick mode (the test suite): SLO 100 ms, Poisson, triton and ray-handle at one knob
@@ -38,6 +38,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -345,8 +346,8 @@ def _measure(replay: Replay, mix: Sequence[tuple[float, float]], lo: float, hi: 
 
 def best_rows(results: Sequence[dict[str, Any]]) -> dict[tuple[str, str, Any], dict[str, Any]]:
     """Pure: per (system, scenario, SLO), the row with the best goodput over the system's knobs;
-    for rows measured in rounds (``round``: vidnexus's), the goodput is the mean over the rounds of
-    each round's best (``goodput_by_round``), the rest is the best row's.
+    for rows measured in rounds (``round``: vidnexus's), the goodput is the median over the rounds of
+    each round's best (``goodput_by_round``; of two rounds, their mean), the rest is the best row's.
 
     Example:
         >>> rows = [{"system": "vnx-kafka", "scenario": "single", "slo_ms": 50, "round": r, "knobs": k, "goodput": g}
@@ -354,6 +355,9 @@ def best_rows(results: Sequence[dict[str, Any]]) -> dict[tuple[str, str, Any], d
         >>> b = best_rows(rows)[("vnx-kafka", "single", 50)]
         >>> b["goodput"], b["goodput_by_round"], b["knobs"]
         (105.0, [120.0, 90.0], 'b')
+        >>> third = [{"system": "vnx-kafka", "scenario": "single", "slo_ms": 50, "round": 2, "knobs": "a", "goodput": 40.0}]
+        >>> best_rows(rows + third)[("vnx-kafka", "single", 50)]["goodput"]     # one disturbed round of three
+        90.0
     """
     best: dict[tuple[str, str, Any], dict[str, Any]] = {}
     by_round: dict[tuple[str, str, Any], dict[int, float]] = {}
@@ -366,7 +370,7 @@ def best_rows(results: Sequence[dict[str, Any]]) -> dict[tuple[str, str, Any], d
             rounds_of[r["round"]] = max(rounds_of.get(r["round"], 0.0), r["goodput"])
     for key, per in by_round.items():
         goodputs = [per[k] for k in sorted(per)]
-        best[key] = {**best[key], "goodput": round(sum(goodputs) / len(goodputs), 1), "goodput_by_round": goodputs}
+        best[key] = {**best[key], "goodput": round(statistics.median(goodputs), 1), "goodput_by_round": goodputs}
     return best
 
 
@@ -508,11 +512,16 @@ its profile), before each peer, and at the end: this shared VM's speed drifts wi
 summary's ``speed_drift`` says how far (the slowest check's batch of 8 over the fastest's)."""
 REWARM_S = 2.0
 """vnx-kafka's warm-up before each cell after its first (its executor idled while vnx-inproc ran)."""
-VNX_ROUNDS = 2
+VNX_ROUNDS = 3
 """Full runs measure each vidnexus cell this many times, vnx-inproc and vnx-kafka alternately (A B A B):
-their goodput is the mean over the rounds. One search's goodput moves a lot between runs on this
+their goodput is the median over the rounds. One search's goodput moves a lot between runs on this
 shared VM (vnx-kafka / vnx-inproc at single@50 Poisson: 0.407 in peers-2026-11-30-2.json, 1.118 in
-peers-2026-11-29.json), and issue 18's ratio needs both ends measured alike."""
+peers-2026-11-29.json), and issue 18's ratio needs both ends measured alike. Within a run too: in
+peers-2026-12-02.json (two rounds, the mean) one cell's two rounds gave 0.413 and 0.877, the first
+measured in the run's slowest stretch but one (speed checks), and the weakest cell moved from run to
+run (single@50 in peers-2026-12-01-2.json, 0.736 and 0.63). A median of three is not moved by one
+disturbed round; each round's figures stay in the JSON (``goodput_by_round``,
+``vnx_kafka_over_inproc_by_round``)."""
 
 
 BROKER_WARM_CHUNK_S = 5.0
@@ -799,7 +808,7 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
     summary["vnx_kafka_over_inproc_min"] = min(vs_inproc.values(), default=None)
     summary["vnx_kafka_over_best_peer_by_cell"] = vs_peer
     summary["vnx_kafka_over_inproc_by_cell"] = vs_inproc
-    if vs_inproc_rounds:  # each round's ratio (the by-cell ratio is of the rounds' means)
+    if vs_inproc_rounds:  # each round's ratio (the by-cell ratio is of the rounds' medians)
         summary["vnx_kafka_over_inproc_by_round"] = vs_inproc_rounds
     summary["vnx_kafka_topics_left"] = topics_left  # the run's topics the broker still lists after close
     # How far this VM's speed moved during the run: the slowest check's batch of 8 over the fastest's.
@@ -830,7 +839,7 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
               "vnx_rounds": 1 if quick else VNX_ROUNDS,
               "order": "per cell, vnx_rounds times: vnx-inproc (a new profile before each but the first), then "
                        "vnx-kafka at each knob setting (a warm-up of REWARM_S before each but the first); vidnexus's "
-                       "goodput per cell is the mean over its rounds of each round's best (goodput_by_round), and "
+                       "goodput per cell is the median over its rounds of each round's best (goodput_by_round), and "
                        "cpu_ms_per_request is each process's CPU during the 80% probe (vnx-inproc: the benchmark's "
                        "process, executor and load generator; vnx-kafka: the load generator and its client, the "
                        "executor, the broker); then each peer, all cells per knob setting; a speed check before "
