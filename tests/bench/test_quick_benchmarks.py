@@ -149,6 +149,13 @@ def test_quick_run_writes_the_json(name, tmp_path):
                 assert set(cpu) == ({"process"} if r["system"] == "vnx-inproc" else {"client", "executor", "broker"}), r
                 assert all(v >= 0 for v in cpu.values()) and cpu.get("process", cpu.get("executor", 0)) > 0, r
                 assert r["round"] == 0, r
+        # vidnexus's searches of a cell ran in lock step (one probe of each in turn): their spans overlap
+        for model in {r["model"] for r in doc["results"]}:
+            spans = {r["system"]: r["span_s"] for r in doc["results"]
+                     if r["model"] == model and r["system"] in ("vnx-inproc", "vnx-kafka")}
+            assert set(spans) == {"vnx-inproc", "vnx-kafka"}, spans
+            (a0, a1), (b0, b1) = spans["vnx-inproc"], spans["vnx-kafka"]
+            assert a0 < b1 and b0 < a1, spans
     if name == "peers-real":  # both real models, every system measured on each, each from its package file
         assert {(r["model"], r["system"]) for r in doc["results"]} == {
             (m, s) for m in ("hud_text", "pose_landmarks") for s in ("vnx-inproc", "vnx-kafka", "triton", "ray-handle")}

@@ -7,15 +7,17 @@ wire replies, or a peer's adapter).
 from __future__ import annotations
 
 import concurrent.futures as cf
+import threading
 import time
-from typing import Any, Callable, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from vidnexus.clock import MonotonicClock
 from vidnexus.roles.heap import settle_heap
 from vidnexus.sim.loadgen import Arrival
 
 __all__ = ["QUICK_LIMITS", "FULL_LIMITS", "drive", "good_fraction", "on_time", "confirmed_fraction", "CONFIRM_BAND",
-           "probe_goodput", "warm_up", "best_of", "probe_seconds"]
+           "probe_goodput", "warm_up", "best_of", "probe_seconds", "TurnOrder", "Turns", "in_turns"]
 
 # Goodput searches of --quick runs are bounded whatever the machine's noise (they check the harness;
 # figures come from full runs): probes of at most 6 s, 45 s per search, a 90% target. Full runs: 99%.
@@ -131,3 +133,101 @@ def probe_seconds(rate: float, base_s: float, min_requests: int = 300, max_s: fl
     otherwise probes for minutes)."""
     s = max(base_s, min_requests / rate) if rate > 0 else base_s
     return min(s, max_s) if max_s is not None else s
+
+
+class TurnOrder:
+    """Pure: whose turn it is among searches that take turns, round robin in the order given; a
+    search that ends leaves the order.
+
+    Example (three searches; the second ends after its first turn):
+        >>> o = TurnOrder(["inproc", "kafka", "kafka-linger"])
+        >>> o.current()
+        'inproc'
+        >>> o.done("inproc"); o.done("kafka"); o.leave("kafka"); o.current()
+        'kafka-linger'
+        >>> o.done("kafka-linger"); o.current()
+        'inproc'
+        >>> o.leave("inproc"); o.leave("kafka-linger"); o.current() is None
+        True
+    """
+
+    def __init__(self, names: Sequence[str]) -> None:
+        if len(set(names)) != len(names):
+            raise ValueError(f"turn names must differ: {list(names)}")
+        self._queue = list(names)
+
+    def current(self) -> str | None:
+        return self._queue[0] if self._queue else None
+
+    def done(self, name: str) -> None:
+        """``name``'s turn ended: it goes to the back of the line."""
+        if self._queue and self._queue[0] == name:
+            self._queue.append(self._queue.pop(0))
+
+    def leave(self, name: str) -> None:
+        if name in self._queue:
+            self._queue.remove(name)
+
+
+class Turns:
+    """Searches of several systems run in lock step: each in its own thread, one probe at a time,
+    taking turns (:class:`TurnOrder`). Why: on this shared VM the machine's speed drifts over minutes
+    (``bench peers``' speed checks: 30-60% within a run), so two goodputs searched one after the
+    other compare two machines; searched in turns, probe by probe, both span the same minutes."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self._order = TurnOrder(names)
+        self._cv = threading.Condition()
+
+    @contextmanager
+    def turn(self, name: str) -> Iterator[None]:
+        """Wait for ``name``'s turn, hold it for the block, then pass it on."""
+        with self._cv:
+            self._cv.wait_for(lambda: self._order.current() == name)
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._order.done(name)
+                self._cv.notify_all()
+
+    def leave(self, name: str) -> None:
+        with self._cv:
+            self._order.leave(name)
+            self._cv.notify_all()
+
+
+def in_turns(jobs: Mapping[str, Callable[[Turns], None]]) -> None:
+    """Run each job in its own thread, taking turns (:class:`Turns`, in the mapping's order); a job
+    leaves the turns when it returns or raises. Re-raises the first job's error, after every job ended.
+
+    Example (each job records its probes; the turns interleave them):
+        >>> log = []
+        >>> def job(name, n):
+        ...     def run(turns):
+        ...         for k in range(n):
+        ...             with turns.turn(name):
+        ...                 log.append(f"{name}{k}")
+        ...     return run
+        >>> in_turns({"a": job("a", 3), "b": job("b", 1), "c": job("c", 2)})
+        >>> log
+        ['a0', 'b0', 'c0', 'a1', 'c1', 'a2']
+    """
+    turns = Turns(list(jobs))
+    errors: list[BaseException] = []
+
+    def run(name: str, job: Callable[[Turns], None]) -> None:
+        try:
+            job(turns)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread below
+            errors.append(e)
+        finally:
+            turns.leave(name)
+
+    threads = [threading.Thread(target=run, args=(n, j), name=f"turns-{n}", daemon=True) for n, j in jobs.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]

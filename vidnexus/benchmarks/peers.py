@@ -24,7 +24,8 @@ replay the traces the driver sends them. Goodput is the highest rate with ≥ 99
 ok within the SLO (rejects, errors, drops and late replies are misses), found by bisection (a probe
 that falls short by under 2 points runs again on another trace, the two pooled); each peer
 gets a small grid of its knobs and its best goodput per SLO is reported; vidnexus's cells are
-searched three times (``VNX_ROUNDS``), in-process and behind Kafka alternately, and its goodput is the median. Latency p50/p99 at 80% of
+searched three times (``VNX_ROUNDS``), in-process and behind Kafka in lock step (one probe of each in
+turn), and its goodput is the median of the three. Latency p50/p99 at 80% of
 each system's goodput. A second scenario serves three copies of the model with SLOs 50/100/200 ms and
 Zipf-0.9 rates (1 : 0.54 : 0.37) at once; a third replays a uniform (evenly spaced) trace at the
 tightest SLO. Quick mode (the test suite): SLO 100 ms, Poisson, triton and ray-handle at one knob
@@ -45,14 +46,16 @@ import tempfile
 import threading
 import time
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, ContextManager, Mapping, Sequence
 
 import numpy as np
 
 from vidnexus.benchmarks.machine import machine_info
-from vidnexus.benchmarks.openloop import CONFIRM_BAND, confirmed_fraction, drive, good_fraction, on_time, probe_goodput, probe_seconds
+from vidnexus.benchmarks.openloop import (CONFIRM_BAND, Turns, confirmed_fraction, drive, good_fraction, in_turns, on_time,
+                                          probe_goodput, probe_seconds)
 from vidnexus.benchmarks.procstat import broker_pid, compiler_cpu_s, cpu_by_process
 from vidnexus.contracts.profile import Profile
 from vidnexus.errors import VidnexusError
@@ -307,36 +310,52 @@ Replay = Callable[[Sequence[Arrival]], list[tuple[Arrival, Any]]]
 
 def _measure(replay: Replay, mix: Sequence[tuple[float, float]], lo: float, hi: float, *, base_s: float,
              min_requests: int, tol: float, seed: int, kind: str = "poisson", probe_max_s: float | None = None,
-             budget_s: float | None = None, cpu_pids: Mapping[str, int | None] | None = None) -> dict[str, Any]:
+             budget_s: float | None = None, cpu_pids: Mapping[str, int | None] | None = None,
+             turn: Callable[[], ContextManager[None]] = nullcontext) -> dict[str, Any]:
     """Goodput by bisection over the total rate (above ``hi`` too when ``hi`` passes: up to 3 steps of
     1.5×), then one probe at 80% of it for p50/p99 (and, with ``cpu_pids``, the CPU milliseconds
     per request each of those processes spent during it: ``cpu_ms_per_request``). A probe that
     falls just short of the target is run again on another trace and the two are pooled
     (``openloop.confirmed_fraction``); ``probes`` counts every run. ``probe_max_s`` caps each probe
-    and ``budget_s`` each search (quick runs: a lower bound, see ``probe_goodput``)."""
+    and ``budget_s`` each search (quick runs: a lower bound, see ``probe_goodput``), counting the
+    search's own probes only. Each probe runs inside ``turn()`` (searches in lock step:
+    :class:`~vidnexus.benchmarks.openloop.Turns`; the 80% probe's CPU readings too)."""
     slos = {str(k): slo for k, (_, slo) in enumerate(mix)}
     probes = [0]
+    own_s = [0.0]  # the search's time in its own probes: its clock for ``budget_s``
+
+    def run(trace: Sequence[Arrival], pids: Mapping[str, int | None] | None = None
+            ) -> tuple[list[tuple[Arrival, Any]], dict[str, float], dict[str, float]]:
+        with turn():
+            t = time.monotonic()
+            before = cpu_by_process(pids or {})
+            res = replay(trace)
+            after = cpu_by_process(pids or {})
+            own_s[0] += time.monotonic() - t
+        return res, before, after
 
     def frac(rate: float) -> float:
         secs = probe_seconds(rate, base_s, min_requests, probe_max_s)
 
         def probe(k: int) -> tuple[int, int]:  # the k-th probe at this rate: its own trace, the same for every system
             probes[0] += 1
-            return on_time(replay(_trace(rate, secs, mix, seed + CONFIRM_SEED_STEP * k, kind)), slos)
+            return on_time(run(_trace(rate, secs, mix, seed + CONFIRM_SEED_STEP * k, kind))[0], slos)
 
         return confirmed_fraction(probe, TARGET)
 
-    g = probe_goodput(frac, lo, hi, tol=tol, target=TARGET, budget_s=budget_s)
+    def search(lo: float, hi: float) -> float:
+        return probe_goodput(frac, lo, hi, tol=tol, target=TARGET, budget_s=budget_s, clock=lambda: own_s[0])
+
+    g = search(lo, hi)
     for _ in range(3):  # the top of the range passed: the system can do more, search above it
         if g < hi:
             break
         lo, hi = hi, hi * 1.5
-        g = max(g, probe_goodput(frac, lo, hi, tol=tol, target=TARGET, budget_s=budget_s))
+        g = max(g, search(lo, hi))
     row: dict[str, Any] = {"goodput": round(g, 1), "probes": probes[0]}
     if g > 0:
-        before = cpu_by_process(cpu_pids or {})
-        res = replay(_trace(0.8 * g, probe_seconds(0.8 * g, base_s, min_requests, probe_max_s), mix, seed + 1, kind))
-        after = cpu_by_process(cpu_pids or {})
+        res, before, after = run(_trace(0.8 * g, probe_seconds(0.8 * g, base_s, min_requests, probe_max_s), mix,
+                                        seed + 1, kind), cpu_pids)
         row.update({"at_80pct_good": round(good_fraction(res, slos), 4), **_pcts(res)})
         if cpu_pids and res:
             row["cpu_ms_per_request"] = {k: round(1000 * (after[k] - before[k]) / len(res), 3)
@@ -513,8 +532,8 @@ summary's ``speed_drift`` says how far (the slowest check's batch of 8 over the 
 REWARM_S = 2.0
 """vnx-kafka's warm-up before each cell after its first (its executor idled while vnx-inproc ran)."""
 VNX_ROUNDS = 3
-"""Full runs measure each vidnexus cell this many times, vnx-inproc and vnx-kafka alternately (A B A B):
-their goodput is the median over the rounds. One search's goodput moves a lot between runs on this
+"""Full runs measure each vidnexus cell this many times (each round's searches in lock step, see
+``measure_workload``): their goodput is the median over the rounds. One search's goodput moves a lot between runs on this
 shared VM (vnx-kafka / vnx-inproc at single@50 Poisson: 0.407 in peers-2026-11-30-2.json, 1.118 in
 peers-2026-11-29.json), and issue 18's ratio needs both ends measured alike. Within a run too: in
 peers-2026-12-02.json (two rounds, the mean) one cell's two rounds gave 0.413 and 0.877, the first
@@ -662,17 +681,22 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
 
     def measure(system: str, scenario: str, replay: Replay, mix: Sequence[tuple[float, float]],
                 knobs: dict[str, Any] | None = None, kind: str = "poisson",
-                cpu_pids: Mapping[str, int | None] | None = None, rnd: int | None = None) -> None:
+                cpu_pids: Mapping[str, int | None] | None = None, rnd: int | None = None,
+                turn: Callable[[], ContextManager[None]] = nullcontext) -> None:
         """Goodput of one system on one scenario; the rate range comes from the profile at the tightest
         SLO in ``mix`` (saturated throughput at the largest batch within half of it); ``cpu_pids``:
-        the processes whose CPU per request the 80% probe reports; ``rnd``: vidnexus's round (A B A B)."""
+        the processes whose CPU per request the 80% probe reports; ``rnd``: vidnexus's round;
+        ``turn``: its turn among the round's searches (lock step). The row's ``span_s``: when the
+        search began and ended, seconds from the run's start."""
         tight_slo = min(slo for _, slo in mix)
         t_sat = prof.throughput(max(1, prof.max_batch_within(tight_slo / 2)))
+        began = time.perf_counter() - t0
         row = _measure(replay, mix, 0.05 * t_sat, 1.3 * t_sat, base_s=base_s, min_requests=min_req, tol=tol,
                        probe_max_s=probe_max_s, budget_s=budget_s,
-                       seed=11 if len(mix) == 1 else 13, kind=kind, cpu_pids=cpu_pids)
+                       seed=11 if len(mix) == 1 else 13, kind=kind, cpu_pids=cpu_pids, turn=turn)
         entry = {"model": w.key, "system": system, "scenario": scenario,
-                 "slo_ms": _slo_ms(mix), "knobs": knobs or {}, **({} if rnd is None else {"round": rnd}), **row}
+                 "slo_ms": _slo_ms(mix), "knobs": knobs or {}, **({} if rnd is None else {"round": rnd}), **row,
+                 "span_s": [round(began, 1), round(time.perf_counter() - t0, 1)]}
         results.append(entry)
         console.print(f"  {system:10s} {scenario:6s} SLO {entry['slo_ms'] or 'mixed'!s:>5} {json.dumps(entry['knobs']):34s} "
                       f"goodput {row['goodput']:7.1f} req/s  p50 {row.get('p50_ms')} p99 {row.get('p99_ms')} ms")
@@ -695,9 +719,9 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
             tight = [(1.0, min(slos))]
             measure(system, "uniform", replay_for(tight), tight, knobs, kind="uniform")
 
-    # vidnexus measured cell by cell: in-process, then behind Kafka at each of its knob settings, so
-    # that the two ends of issue 18's vnx-kafka / vnx-inproc ratio are measured minutes apart, not
-    # half an hour (this VM's speed drifts: speed_checks). Before each cell the model is profiled
+    # vidnexus measured cell by cell, in-process and behind Kafka at each of its knob settings in lock
+    # step (one probe of each in turn), so that the two ends of issue 18's vnx-kafka / vnx-inproc
+    # ratio span the same minutes (this VM's speed drifts: speed_checks). Before each cell the model is profiled
     # again, and vnx-inproc's executors plan with that profile, as a served executor plans with the
     # one it measured at load and refreshes; the probes' rate range stays the run's first profile's,
     # the same for every system.
@@ -728,20 +752,35 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
                 first = k == 0 and rnd == 0
                 now_prof = prof if first else profile_now(f"vnx {_cell_name(scenario, _slo_ms(mix))}"
                                                            + (f" round {rnd + 1}" if rnd else ""))
-                if scenario == "multi":
-                    measure("vnx-inproc", "multi", _vnx_inproc(w, three, now_prof, mix), mix, cpu_pids=me, rnd=rnd)
+                runners = three if scenario == "multi" else {"m": runner}
+                if scenario == "multi" and rnd == 0:
                     # The same executor with Nexus's round-robin duty cycle instead of least laxity first
                     # (the reason the default differs from the paper; not a peer, not in the ratios).
-                    if rnd == 0:
-                        measure("vnx-inproc-rr", "multi", _vnx_inproc(w, three, now_prof, mix, order="round_robin"), mix)
-                else:
-                    measure("vnx-inproc", scenario, _vnx_inproc(w, {"m": runner}, now_prof, mix), mix, kind=kind,
-                            cpu_pids=me, rnd=rnd)
-                for kafka_knobs, kx in kafkas:
-                    if not first:  # idle while the in-process executor ran: a short warm-up again, out of the figures
+                    measure("vnx-inproc-rr", "multi", _vnx_inproc(w, three, now_prof, mix, order="round_robin"), mix)
+                if not first:  # idle while the in-process executor ran: a short warm-up again, out of the figures
+                    for _, kx in kafkas:
                         warm_up(kx.replayer(warm_mix), warm_mix, REWARM_S)
-                    measure("vnx-kafka", scenario, kx.replayer(mix), mix, kafka_knobs, kind=kind, rnd=rnd,
-                            cpu_pids={"client": os.getpid(), "executor": kx.proc.pid, "broker": broker})
+                # The round's searches in lock step (openloop.Turns): one probe of each in turn, so that
+                # the ratio's two ends span the same minutes of this VM's drifting speed.
+                jobs: dict[str, Callable[[Turns], None]] = {}
+
+                def inproc_job(turns: Turns, scenario: str = scenario, mix: Sequence[tuple[float, float]] = mix,
+                               kind: str = kind, rnd: int = rnd, replay: Replay = _vnx_inproc(w, runners, now_prof, mix)
+                               ) -> None:
+                    measure("vnx-inproc", scenario, replay, mix, kind=kind, cpu_pids=me, rnd=rnd,
+                            turn=lambda: turns.turn("vnx-inproc"))
+
+                jobs["vnx-inproc"] = inproc_job
+                for j, (kafka_knobs, kx) in enumerate(kafkas):
+                    def kafka_job(turns: Turns, name: str = f"vnx-kafka {j}", knobs: dict[str, Any] = kafka_knobs,
+                                  kx: KafkaExecutor = kx, scenario: str = scenario,
+                                  mix: Sequence[tuple[float, float]] = mix, kind: str = kind, rnd: int = rnd) -> None:
+                        measure("vnx-kafka", scenario, kx.replayer(mix), mix, knobs, kind=kind, rnd=rnd,
+                                cpu_pids={"client": os.getpid(), "executor": kx.proc.pid, "broker": broker},
+                                turn=lambda: turns.turn(name))
+
+                    jobs[f"vnx-kafka {j}"] = kafka_job
+                in_turns(jobs)
     finally:
         for _, kx in kafkas:
             kx.close()
@@ -837,8 +876,10 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
               "arrivals": "poisson" + ("; uniform at the tightest SLO (peers: middle knobs)" if uniform else ""),
               "profile": prof.to_dict(), "speed_checks": speed_checks,
               "vnx_rounds": 1 if quick else VNX_ROUNDS,
-              "order": "per cell, vnx_rounds times: vnx-inproc (a new profile before each but the first), then "
-                       "vnx-kafka at each knob setting (a warm-up of REWARM_S before each but the first); vidnexus's "
+              "order": "per cell, vnx_rounds times: a new profile (but the first time), vnx-kafka's warm-up of "
+                       "REWARM_S (but the first time), then the searches of vnx-inproc and of vnx-kafka at each knob "
+                       "setting in lock step, one probe of each in turn (openloop.Turns; each row's span_s: when its "
+                       "search began and ended); vidnexus's "
                        "goodput per cell is the median over its rounds of each round's best (goodput_by_round), and "
                        "cpu_ms_per_request is each process's CPU during the 80% probe (vnx-inproc: the benchmark's "
                        "process, executor and load generator; vnx-kafka: the load generator and its client, the "
