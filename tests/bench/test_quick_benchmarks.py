@@ -149,6 +149,12 @@ def test_quick_run_writes_the_json(name, tmp_path):
                 assert set(cpu) == ({"process"} if r["system"] == "vnx-inproc" else {"client", "executor", "broker"}), r
                 assert all(v >= 0 for v in cpu.values()) and cpu.get("process", cpu.get("executor", 0)) > 0, r
                 assert r["round"] == 0, r
+        # every search logs its probes, each one's misses by why adding up to its requests
+        for r in doc["results"]:
+            assert len(r["probe_log"]) == r["probes"] > 0, r
+            for p in r["probe_log"]:
+                missed = sum(v for k, v in p.items() if k == "late" or k.startswith("dropped:"))
+                assert p["on_time"] + missed == p["requests"], (r["system"], p)
         # vidnexus's searches of a cell ran in lock step (one probe of each in turn): their spans overlap
         for model in {r["model"] for r in doc["results"]}:
             spans = {r["system"]: r["span_s"] for r in doc["results"]

@@ -17,7 +17,7 @@ from vidnexus.roles.heap import settle_heap
 from vidnexus.sim.loadgen import Arrival
 
 __all__ = ["QUICK_LIMITS", "FULL_LIMITS", "drive", "good_fraction", "on_time", "confirmed_fraction", "CONFIRM_BAND",
-           "probe_goodput", "warm_up", "best_of", "probe_seconds", "TurnOrder", "Turns", "in_turns"]
+           "probe_goodput", "warm_up", "best_of", "probe_seconds", "TurnOrder", "Turns", "in_turns", "misses"]
 
 # Goodput searches of --quick runs are bounded whatever the machine's noise (they check the harness;
 # figures come from full runs): probes of at most 6 s, 45 s per search, a 90% target. Full runs: 99%.
@@ -55,6 +55,34 @@ def on_time(results: Sequence[tuple[Arrival, Any]], slo_s: Mapping[str, float] |
         return slo_s if isinstance(slo_s, (int, float)) else slo_s[a.session_id]
 
     return sum(1 for a, r in results if r.ok and r.latency_s <= slo(a)), len(results)
+
+
+def misses(results: Sequence[tuple[Arrival, Any]], slo_s: Mapping[str, float] | float) -> dict[str, int]:
+    """Pure: the requests of one probe that were not on time, by why: ``late`` (answered ok after
+    the SLO) and each reason of a reply that was not ok (``dropped:<reason>``; a reply without one:
+    ``dropped:error``). With :func:`on_time`'s count they add up to the probe's requests.
+
+    Example:
+        >>> from types import SimpleNamespace as R
+        >>> a = Arrival(0.0, "0")
+        >>> misses([(a, R(ok=True, latency_s=0.01, reason="")), (a, R(ok=True, latency_s=0.2, reason="")),
+        ...         (a, R(ok=False, latency_s=0.0, reason="early_drop")), (a, R(ok=False, latency_s=0.0, reason=""))], 0.05)
+        {'dropped:early_drop': 1, 'dropped:error': 1, 'late': 1}
+    """
+
+    def slo(a: Arrival) -> float:
+        return slo_s if isinstance(slo_s, (int, float)) else slo_s[a.session_id]
+
+    out: dict[str, int] = {}
+    for a, r in results:
+        if not r.ok:
+            key = f"dropped:{getattr(r, 'reason', '') or 'error'}"
+        elif r.latency_s > slo(a):
+            key = "late"
+        else:
+            continue
+        out[key] = out.get(key, 0) + 1
+    return dict(sorted(out.items()))
 
 
 CONFIRM_BAND = 0.02

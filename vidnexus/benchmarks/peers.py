@@ -54,8 +54,8 @@ from typing import Any, Callable, ContextManager, Mapping, Sequence
 import numpy as np
 
 from vidnexus.benchmarks.machine import machine_info
-from vidnexus.benchmarks.openloop import (CONFIRM_BAND, Turns, confirmed_fraction, drive, good_fraction, in_turns, on_time,
-                                          probe_goodput, probe_seconds)
+from vidnexus.benchmarks.openloop import (CONFIRM_BAND, Turns, confirmed_fraction, drive, good_fraction, in_turns, misses,
+                                          on_time, probe_goodput, probe_seconds)
 from vidnexus.benchmarks.procstat import broker_pid, compiler_cpu_s, cpu_by_process
 from vidnexus.contracts.profile import Profile
 from vidnexus.errors import VidnexusError
@@ -318,10 +318,13 @@ def _measure(replay: Replay, mix: Sequence[tuple[float, float]], lo: float, hi: 
     falls just short of the target is run again on another trace and the two are pooled
     (``openloop.confirmed_fraction``); ``probes`` counts every run. ``probe_max_s`` caps each probe
     and ``budget_s`` each search (quick runs: a lower bound, see ``probe_goodput``), counting the
-    search's own probes only. Each probe runs inside ``turn()`` (searches in lock step:
-    :class:`~vidnexus.benchmarks.openloop.Turns`; the 80% probe's CPU readings too)."""
+    search's own probes only. ``probe_log``: each probe's rate, requests, on time and misses by
+    why (``openloop.misses``: late, or dropped and the reason). Each probe runs inside ``turn()``
+    (searches in lock step: :class:`~vidnexus.benchmarks.openloop.Turns`; the 80% probe's CPU
+    readings too)."""
     slos = {str(k): slo for k, (_, slo) in enumerate(mix)}
     probes = [0]
+    probe_log: list[dict[str, Any]] = []  # every probe: its rate, requests, on time, and the misses by why
     own_s = [0.0]  # the search's time in its own probes: its clock for ``budget_s``
 
     def run(trace: Sequence[Arrival], pids: Mapping[str, int | None] | None = None
@@ -339,7 +342,10 @@ def _measure(replay: Replay, mix: Sequence[tuple[float, float]], lo: float, hi: 
 
         def probe(k: int) -> tuple[int, int]:  # the k-th probe at this rate: its own trace, the same for every system
             probes[0] += 1
-            return on_time(run(_trace(rate, secs, mix, seed + CONFIRM_SEED_STEP * k, kind))[0], slos)
+            res = run(_trace(rate, secs, mix, seed + CONFIRM_SEED_STEP * k, kind))[0]
+            good, n = on_time(res, slos)
+            probe_log.append({"rate": round(rate, 1), "requests": n, "on_time": good, **misses(res, slos)})
+            return good, n
 
         return confirmed_fraction(probe, TARGET)
 
@@ -352,7 +358,7 @@ def _measure(replay: Replay, mix: Sequence[tuple[float, float]], lo: float, hi: 
             break
         lo, hi = hi, hi * 1.5
         g = max(g, search(lo, hi))
-    row: dict[str, Any] = {"goodput": round(g, 1), "probes": probes[0]}
+    row: dict[str, Any] = {"goodput": round(g, 1), "probes": probes[0], "probe_log": probe_log}
     if g > 0:
         res, before, after = run(_trace(0.8 * g, probe_seconds(0.8 * g, base_s, min_requests, probe_max_s), mix,
                                         seed + 1, kind), cpu_pids)
