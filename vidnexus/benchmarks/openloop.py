@@ -51,10 +51,12 @@ def good_fraction(results: Sequence[tuple[Arrival, Any]], slo_s: Mapping[str, fl
 def on_time(results: Sequence[tuple[Arrival, Any]], slo_s: Mapping[str, float] | float) -> tuple[int, int]:
     """(requests answered ok within their session's SLO, requests) of one probe."""
 
-    def slo(a: Arrival) -> float:
-        return slo_s if isinstance(slo_s, (int, float)) else slo_s[a.session_id]
+    return sum(1 for a, r in results if r.ok and r.latency_s <= _slo_of(a, slo_s)), len(results)
 
-    return sum(1 for a, r in results if r.ok and r.latency_s <= slo(a)), len(results)
+
+def _slo_of(a: Arrival, slo_s: Mapping[str, float] | float) -> float:
+    """``a``'s SLO: ``slo_s`` itself, or its session's entry."""
+    return slo_s if isinstance(slo_s, (int, float)) else slo_s[a.session_id]
 
 
 def misses(results: Sequence[tuple[Arrival, Any]], slo_s: Mapping[str, float] | float) -> dict[str, int]:
@@ -69,15 +71,11 @@ def misses(results: Sequence[tuple[Arrival, Any]], slo_s: Mapping[str, float] | 
         ...         (a, R(ok=False, latency_s=0.0, reason="early_drop")), (a, R(ok=False, latency_s=0.0, reason=""))], 0.05)
         {'dropped:early_drop': 1, 'dropped:error': 1, 'late': 1}
     """
-
-    def slo(a: Arrival) -> float:
-        return slo_s if isinstance(slo_s, (int, float)) else slo_s[a.session_id]
-
     out: dict[str, int] = {}
     for a, r in results:
         if not r.ok:
             key = f"dropped:{getattr(r, 'reason', '') or 'error'}"
-        elif r.latency_s > slo(a):
+        elif r.latency_s > _slo_of(a, slo_s):
             key = "late"
         else:
             continue

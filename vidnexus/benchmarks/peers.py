@@ -34,6 +34,7 @@ setting, coarser bisection.
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -768,25 +769,20 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
                         warm_up(kx.replayer(warm_mix), warm_mix, REWARM_S)
                 # The round's searches in lock step (openloop.Turns): one probe of each in turn, so that
                 # the ratio's two ends span the same minutes of this VM's drifting speed.
-                jobs: dict[str, Callable[[Turns], None]] = {}
+                # (name in the turns, system, replay, knobs, processes whose CPU the 80% probe reads)
+                searches: list[tuple[str, str, Replay, dict[str, Any], Mapping[str, int | None]]] = [
+                    ("vnx-inproc", "vnx-inproc", _vnx_inproc(w, runners, now_prof, mix), {}, me)]
+                searches += [(f"vnx-kafka {j}", "vnx-kafka", kx.replayer(mix), knobs,
+                              {"client": os.getpid(), "executor": kx.proc.pid, "broker": broker})
+                             for j, (knobs, kx) in enumerate(kafkas)]
 
-                def inproc_job(turns: Turns, scenario: str = scenario, mix: Sequence[tuple[float, float]] = mix,
-                               kind: str = kind, rnd: int = rnd, replay: Replay = _vnx_inproc(w, runners, now_prof, mix)
-                               ) -> None:
-                    measure("vnx-inproc", scenario, replay, mix, kind=kind, cpu_pids=me, rnd=rnd,
-                            turn=lambda: turns.turn("vnx-inproc"))
+                def job(turns: Turns, name: str, system: str, replay: Replay, knobs: dict[str, Any],
+                        pids: Mapping[str, int | None]) -> None:
+                    measure(system, scenario, replay, mix, knobs, kind=kind, cpu_pids=pids, rnd=rnd,
+                            turn=lambda: turns.turn(name))
 
-                jobs["vnx-inproc"] = inproc_job
-                for j, (kafka_knobs, kx) in enumerate(kafkas):
-                    def kafka_job(turns: Turns, name: str = f"vnx-kafka {j}", knobs: dict[str, Any] = kafka_knobs,
-                                  kx: KafkaExecutor = kx, scenario: str = scenario,
-                                  mix: Sequence[tuple[float, float]] = mix, kind: str = kind, rnd: int = rnd) -> None:
-                        measure("vnx-kafka", scenario, kx.replayer(mix), mix, knobs, kind=kind, rnd=rnd,
-                                cpu_pids={"client": os.getpid(), "executor": kx.proc.pid, "broker": broker},
-                                turn=lambda: turns.turn(name))
-
-                    jobs[f"vnx-kafka {j}"] = kafka_job
-                in_turns(jobs)
+                in_turns({name: functools.partial(job, name=name, system=system, replay=replay, knobs=knobs, pids=pids)
+                          for name, system, replay, knobs, pids in searches})
     finally:
         for _, kx in kafkas:
             kx.close()
