@@ -35,6 +35,7 @@ SUMMARY_KEYS = {
     "peers-real": {f"{m}_{k}" for m in ("hud_text", "pose_landmarks")
                    for k in ("vnx_over_best_peer_tightest_slo", "vnx_over_triton", "vnx_over_ray",
                              "vnx_kafka_over_best_peer_min", "vnx_kafka_over_inproc_min")},
+    "broker-jvm": set(),  # its summary's keys are named by the option sets run (checked below)
     "hop": {"p50_ms_1000rps_20kb", "p99_ms_1000rps_20kb", "p50_ms_100rps_20kb", "p99_ms_100rps_20kb"},
     "sink": {"server_rows_per_s", "chdb_rows_per_s", "server_store_rows_per_s", "chdb_store_rows_per_s"},
     "preprocess": {"frame_overlap_gain", "crop_overlap_gain", "overlap_gain_min", "frame_wire_over_float32",
@@ -131,6 +132,14 @@ def test_quick_run_writes_the_json(name, tmp_path):
         # each arm warmed first, and its warm-up is out of the figures
         assert {(r["driver"], r["linger_ms"]) for r in doc["warm_ups"]} == {(r["driver"], r["linger_ms"]) for r in doc["results"]}
         assert all(r["warm_up"] for r in doc["warm_ups"]) and not any(r["warm_up"] for r in doc["results"])
+    if name == "broker-jvm":  # quick: the default's broker alone; every request on time or missed by why
+        s = doc["summary"]
+        assert s["ranking"] == [s["default"]] and s["default_is_best"] is True and s["topics_left"] == 0, s
+        for r in doc["results"]:
+            assert r["requests"] > 0 and r["missed"] == sum(r["missed_by_why"].values()), r
+            assert r["cpu_ms_per_request"]["broker"] > 0 and r["cpu_ms_per_request"]["executor"] > 0, r
+        for p in doc["probes"]:
+            assert p["on_time"] + sum(v for k, v in p.items() if k == "late" or k.startswith("dropped:")) == p["requests"], p
     if name in ("peers", "peers-real"):  # vnx-kafka's executor took its topics with it
         left = {k: v for k, v in doc["summary"].items() if k.endswith("vnx_kafka_topics_left")}
         assert len(left) == (1 if name == "peers" else 2) and set(left.values()) == {0}, left

@@ -25,6 +25,7 @@ BENCHMARKS: dict[str, str] = {
     "peers-real": "vidnexus.benchmarks.peers_real",
     "sink": "vidnexus.benchmarks.sink_bench",
     "hop": "vidnexus.benchmarks.hop",
+    "broker-jvm": "vidnexus.benchmarks.broker_jvm",
     "soak": "vidnexus.benchmarks.soak",
     "preprocess": "vidnexus.benchmarks.preprocess_bench",
     "apps": "vidnexus.benchmarks.apps_bench",

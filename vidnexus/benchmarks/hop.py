@@ -35,7 +35,7 @@ import numpy as np
 
 from vidnexus.benchmarks.broker_topics import BrokerTopics
 from vidnexus.benchmarks.machine import machine_info
-from vidnexus.benchmarks.procstat import broker_pid, cpu_by_process
+from vidnexus.benchmarks.procstat import broker_pid, cpu_by_process, jvm_flags
 from vidnexus.errors import ConnectorError, VidnexusError
 from vidnexus.roles.heap import settle_heap
 
@@ -353,7 +353,8 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
                        "confluent_switch_cells": [] if quick else [list(c) for c in SWITCH_CELLS],
                        "confluent_fixed_lingers_ms": list(lingers), "lost_after_s": LOST_AFTER_S,
                        "far_end": "echo process (decode request, publish reply; no model)",
-                       "client": "ExecutorClient (the workers' client)", "broker": settings.kafka_bootstrap},
+                       "client": "ExecutorClient (the workers' client)", "broker": settings.kafka_bootstrap,
+                       "broker_jvm": jvm_flags(broker_pid(settings.kafka_bootstrap))},
             "results": results, "warm_ups": warm_ups, "summary": summary}
 
 

@@ -57,7 +57,7 @@ import numpy as np
 from vidnexus.benchmarks.machine import machine_info
 from vidnexus.benchmarks.openloop import (CONFIRM_BAND, Turns, confirmed_fraction, drive, good_fraction, in_turns, misses,
                                           on_time, probe_goodput, probe_seconds)
-from vidnexus.benchmarks.procstat import broker_pid, compiler_cpu_s, cpu_by_process
+from vidnexus.benchmarks.procstat import broker_pid, compiler_cpu_s, cpu_by_process, jvm_flags
 from vidnexus.contracts.profile import Profile
 from vidnexus.errors import VidnexusError
 from vidnexus.gpu_executor.allocator import ENV as ALLOCATOR_ENV
@@ -422,17 +422,18 @@ def _vnx_inproc(w: Workload, runners: dict[str, Any], prof: Any, mix: Sequence[t
 
 class KafkaExecutor:
     """A ``vidnexus executor`` process serving the model (a copy of the file registered in a scratch
-    data dir, or an app's model by name) behind the Kafka broker of the current settings; ``replay``
-    sends requests through an ExecutorClient."""
+    data dir, or an app's model by name) behind the Kafka broker of the current settings (or at
+    ``bootstrap``); ``replay`` sends requests through an ExecutorClient."""
 
     def __init__(self, w: Workload, mix_sets: Sequence[Sequence[tuple[float, float]]], threads: int,
-                 work: Path, copies: int, linger_ms: float | None = None) -> None:
+                 work: Path, copies: int, linger_ms: float | None = None, bootstrap: str | None = None) -> None:
         from vidnexus.config import Settings, load_settings
         from vidnexus.connectors.factory import open_bus
         from vidnexus.gpu_executor.client import ExecutorClient
         from vidnexus.gpu_executor.repository import ModelRepository, ModelSpec
 
         base = load_settings()
+        kafka_bootstrap = bootstrap or base.kafka_bootstrap  # a broker of its own (bench broker-jvm), or the settings'
         data = work / "data"
         repo = ModelRepository(data / "models")
         self.image = w.image
@@ -446,14 +447,14 @@ class KafkaExecutor:
         prefix = f"peers{uuid.uuid4().hex[:8]}"
         # The producers' linger (``VNX_KAFKA_LINGER_MS``) of the client and the executor alike; None:
         # the driver's default, whatever the environment says.
-        self.settings = Settings(bus="kafka", kafka_bootstrap=base.kafka_bootstrap, topic_prefix=prefix, data_dir=data,
+        self.settings = Settings(bus="kafka", kafka_bootstrap=kafka_bootstrap, topic_prefix=prefix, data_dir=data,
                                  kafka_linger_ms=linger_ms)
         self.bus = open_bus(self.settings)  # a clear error now if no broker
         sessions = sorted({(self.names[k], slo) for mix in mix_sets for k, (_, slo) in enumerate(mix)})
         args = [sys.executable, "-m", "vidnexus", "executor", "--id", "peers", "--threads", str(threads)]
         for n, slo in sessions:
             args += ["-s", f"{n}:{slo * 1000:g}"]
-        env = dict(os.environ, VNX_BUS="kafka", VNX_KAFKA_BOOTSTRAP=base.kafka_bootstrap, VNX_TOPIC_PREFIX=prefix,
+        env = dict(os.environ, VNX_BUS="kafka", VNX_KAFKA_BOOTSTRAP=kafka_bootstrap, VNX_TOPIC_PREFIX=prefix,
                    VNX_DATA_DIR=str(data), VNX_WORK_DIR=str(work))
         env.pop("VNX_KAFKA_LINGER_MS", None)
         if linger_ms is not None:
@@ -738,6 +739,7 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
         warm([x])
     topics_left: int | None = 0  # None: a close could not tell
     broker_warm: dict[str, Any] | None = None  # quick runs: none
+    broker_jvm: list[str] | None = None
     kafkas: list[tuple[dict[str, Any], KafkaExecutor]] = []
     try:
         for kafka_knobs in KAFKA_GRID[:1] if quick else KAFKA_GRID:
@@ -746,6 +748,7 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
                 copies=len(mix3) if multi else 1, linger_ms=kafka_knobs.get("linger_ms"))))
         warm_mix = mix3 if multi else [(1.0, max(slos))]
         broker = broker_pid(kafkas[0][1].settings.kafka_bootstrap)
+        broker_jvm = jvm_flags(broker)  # the broker's heap and collector flags (None: not a local broker)
         if not quick:  # the broker first, until its JIT settles (through the first executor: the broker is shared)
             broker_warm = warm_broker(kafkas[0][1].replayer(warm_mix), warm_mix, warm_rate, broker)
             console.print(f"  broker warm-up: {broker_warm['seconds']:.0f} s, JIT compilers' share of a core per "
@@ -875,6 +878,7 @@ def measure_workload(w: Workload, *, quick: bool, console: Any, py: str, work: P
                                   "before its first probe; vnx-inproc builds a new executor per probe; "
                                   "full runs: vnx-kafka's broker before that until its JIT settles (broker)",
                           "broker": broker_warm},
+              "broker_jvm": broker_jvm,
               "arrivals": "poisson" + ("; uniform at the tightest SLO (peers: middle knobs)" if uniform else ""),
               "profile": prof.to_dict(), "speed_checks": speed_checks,
               "vnx_rounds": 1 if quick else VNX_ROUNDS,

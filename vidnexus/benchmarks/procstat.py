@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-__all__ = ["broker_pid", "compiler_cpu_s", "cpu_s", "cpu_by_process", "listening_inodes", "socket_tables"]
+__all__ = ["broker_pid", "jvm_flags", "compiler_cpu_s", "cpu_s", "cpu_by_process", "listening_inodes", "socket_tables"]
 
 
 def _ticks(stat: str) -> int:
@@ -126,3 +126,20 @@ def broker_pid(bootstrap: str) -> int | None:
             elif inodes and _holds_socket(name, inodes):
                 return int(name)
     return brokers[0] if len(brokers) == 1 else None
+
+
+def jvm_flags(pid: int | None) -> list[str] | None:
+    """The ``-X`` options a JVM was started with (heap, collector), from its command line: what a
+    benchmark records of the broker it measured through. None without a pid or where it cannot be read.
+
+    >>> jvm_flags(None) is None
+    True
+    """
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = f.read().decode(errors="replace").split("\0")
+    except OSError:
+        return None
+    return [a for a in args if a.startswith("-X")]

@@ -341,7 +341,8 @@ def models_profile(
 def bench(
     name: str = typer.Argument(..., help=(f"Benchmark: {', '.join(BENCHMARKS)} (runtimes, hop, sink, soak, apps and "
                                          "peers need the broker, sink, soak and apps also the server: "
-                                         "vidnexus services up; peers and peers-real need scripts/peers-venv.sh)")),
+                                         "vidnexus services up; broker-jvm starts brokers of its own; "
+                                         "peers and peers-real need scripts/peers-venv.sh)")),
     quick: bool = typer.Option(False, help="A reduced run (a few minutes) that checks the benchmark works."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the JSON result here."),
 ) -> None:

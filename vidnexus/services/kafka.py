@@ -43,8 +43,15 @@ def java_major(java: str = "java") -> int:
     return int(m.group(2)) if major == 1 and m.group(2) else major
 
 
-BROKER_JVM_OPTS = ("-Xms256m", "-Xmx768m", "-XX:+UseG1GC")
-"""The broker JVM's heap and garbage-collector options (``Settings.kafka_jvm_opts`` replaces them)."""
+BROKER_JVM_OPTS = ("-Xms768m", "-Xmx768m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                   "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent")
+"""The broker JVM's heap and garbage-collector options (``Settings.kafka_jvm_opts`` replaces them):
+Kafka's own performance flags (``kafka-run-class.sh``: G1 with a 20 ms pause target) on a fixed
+768 MiB heap. Until 2026-12-02 the flags were ``-Xms256m -Xmx768m -XX:+UseG1GC``; ``vidnexus bench
+broker-jvm`` put these ahead of them and of the parallel collector under vnx-kafka's tightest load
+(``bench/results/broker-jvm-2026-12-02.json``, ``-2.json``: 1 and 26 requests missed of 11,520,
+against 42 and 179; a shorter young collection budget, half the collector time, less broker CPU
+per request)."""
 
 
 def broker_threads(cpus: int | None = None) -> dict[str, int]:
