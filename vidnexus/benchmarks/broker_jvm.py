@@ -6,7 +6,8 @@ scratch port and directory, started with those flags) and its own ``vidnexus exe
 (``bench peers``' :class:`~vidnexus.benchmarks.peers.KafkaExecutor`: MobileNetV3-small, one thread,
 150 KB uint8 requests through the executor client). Each broker is warmed until its JIT settles
 (:func:`~vidnexus.benchmarks.peers.warm_broker`); then the brokers take turns probe by probe (rate
-by rate, round by round), so that this VM's drifting speed falls on every option set alike. A probe
+by rate, round by round, the order rotated each round), so that this VM's drifting speed falls on
+every option set alike. A probe
 is ``bench peers``' probe: uniform arrivals at a fixed rate, SLO 50 ms (its weakest cell for
 vnx-kafka), 3 s or 200 requests. Per option set: probes under the 99% target, the requests missed
 by why (late, or dropped and the reason), p99, CPU per request of the load generator and its
@@ -126,7 +127,8 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
             for rate in rates:
                 secs = probe_seconds(rate, base_s, min_req, probe_max_s)
                 trace = P._trace(rate, secs, MIX, 11 + P.CONFIRM_SEED_STEP * rnd, "uniform")
-                for name in names:  # the same trace for every option set, one after another
+                turn = rnd % len(names)  # the same trace for every option set, one after another, the order rotated each round
+                for name in names[turn:] + names[:turn]:
                     pids = _pids(kafkas[name], services[name])
                     c0 = cpu_by_process(pids)
                     res = kafkas[name].replayer(MIX)(trace)
@@ -188,7 +190,8 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
                        "model": w.title, "slo_ms": 50, "arrivals": "uniform", "rates_rps": rates, "rounds": rounds,
                        "probe_seconds": base_s, "min_requests_per_probe": min_req, "probe_max_s": probe_max_s,
                        "target": P.TARGET,
-                       "order": "each round, each rate: the same trace through every option set's broker in turn"},
+                       "order": "each round, each rate: the same trace through every option set's broker in turn, "
+                                "the order rotated by one each round"},
             "results": results, "probes": probes, "summary": summary}
 
 
