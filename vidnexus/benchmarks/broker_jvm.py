@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -121,7 +122,10 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
         for name in names:
             warm[name] = P.warm_broker(kafkas[name].replayer(MIX), MIX, 100.0, services[name].pid(), max_s=warm_max_s)
             console.print(f"  {name}: broker warm-up {warm[name]['seconds']:.0f} s")
-        gc_before = {n: gc_totals(services[n].pid() or 0) for n in names}
+        # Each option set's processes (client, executor, broker) and replay, once: the probes read them.
+        pids = {n: {"client": os.getpid(), "executor": kafkas[n].proc.pid, "broker": services[n].pid()} for n in names}
+        replays = {n: kafkas[n].replayer(MIX) for n in names}
+        gc_before = {n: _gc_of(pids[n]) for n in names}
         cpu: dict[str, dict[str, float]] = {n: {} for n in names}  # each option set's processes' CPU in its own probes
         for rnd in range(rounds):
             for rate in rates:
@@ -129,10 +133,9 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
                 trace = P._trace(rate, secs, MIX, 11 + P.CONFIRM_SEED_STEP * rnd, "uniform")
                 turn = rnd % len(names)  # the same trace for every option set, one after another, the order rotated each round
                 for name in names[turn:] + names[:turn]:
-                    pids = _pids(kafkas[name], services[name])
-                    c0 = cpu_by_process(pids)
-                    res = kafkas[name].replayer(MIX)(trace)
-                    c1 = cpu_by_process(pids)
+                    c0 = cpu_by_process(pids[name])
+                    res = replays[name](trace)
+                    c1 = cpu_by_process(pids[name])
                     for k in c0.keys() & c1.keys():
                         cpu[name][k] = cpu[name].get(k, 0.0) + c1[k] - c0[k]
                     good, n = on_time(res, SLOS)
@@ -140,7 +143,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
                     probes.append({"variant": name, "round": rnd, "rate": rate, "requests": n, "on_time": good,
                                    **misses(res, SLOS),
                                    "p99_ms": round(percentile(lat, 0.99) * 1000, 1) if lat else None})
-        gc_after = {n: gc_totals(services[n].pid() or 0) for n in names}
+        gc_after = {n: _gc_of(pids[n]) for n in names}
     finally:
         topics_left: int | None = 0
         for kx in kafkas.values():
@@ -152,11 +155,8 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
     for name in names:
         mine = [p for p in probes if p["variant"] == name]
         requests = sum(p["requests"] for p in mine)
-        by_why: dict[str, int] = {}
-        for p in mine:
-            for k, v in p.items():
-                if k == "late" or k.startswith("dropped:"):
-                    by_why[k] = by_why.get(k, 0) + v
+        by_why = dict(sum((Counter({k: v for k, v in p.items() if k == "late" or k.startswith("dropped:")})
+                           for p in mine), Counter()))
         gc0, gc1 = gc_before[name], gc_after[name]
         p99s = [p["p99_ms"] for p in mine if p["p99_ms"] is not None]
         row: dict[str, Any] = {
@@ -195,5 +195,7 @@ def run(quick: bool, console: Any) -> dict[str, Any]:
             "results": results, "probes": probes, "summary": summary}
 
 
-def _pids(kx: Any, svc: Any) -> dict[str, int | None]:
-    return {"client": os.getpid(), "executor": kx.proc.pid, "broker": svc.pid()}
+def _gc_of(pids: dict[str, int | None]) -> dict[str, float] | None:
+    """:func:`gc_totals` of the broker in ``pids`` (None without one)."""
+    broker = pids.get("broker")
+    return None if broker is None else gc_totals(broker)
