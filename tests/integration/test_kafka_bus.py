@@ -408,6 +408,25 @@ def test_a_topic_with_retention_keeps_a_minute_or_two_in_segments_rolled_rarely(
     assert topic_configs(kafka_bootstrap, plain)["retention.ms"] == str(24 * 3600 * 1000)  # the broker's
 
 
+def test_an_existing_topic_gets_the_configs_it_would_be_created_with_and_keeps_its_others(kafka_bus, kafka_bootstrap,
+                                                                                           topic):
+    """A topic created by an earlier release (another retention and rolling) or by hand: creating it
+    again sets what vidnexus creates it with, and only that (a config it does not set stays)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1, config={"retention.ms": "86400000", "segment.ms": "10000",
+                                                       "min.compaction.lag.ms": "1234"})])[topic].result(timeout=20)
+    kafka_bus.create_topic(topic, partitions=2, retention_s=10)
+    c = topic_configs(kafka_bootstrap, topic)
+    assert (c["retention.ms"], c["segment.ms"], c["segment.bytes"]) == ("10000", "60000", str(256 * 1024 * 1024))
+    assert c["max.message.bytes"] == str(kafka_bus.max_message_bytes + 64 * 1024)
+    assert c["min.compaction.lag.ms"] == "1234"
+    assert kafka_bus.partitions(topic) == 2
+    kafka_bus.create_topic(topic, partitions=2, retention_s=10)  # up to date: nothing to set, no error
+    assert topic_configs(kafka_bootstrap, topic)["retention.ms"] == "10000"
+
+
 def test_the_executor_client_reply_topic_keeps_a_minute(kafka_bus, kafka_bootstrap):
     from vidnexus.config import Settings
     from vidnexus.contracts.topics import REPLY_RETENTION_S

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Mapping, Protocol, Sequence, runtime_checkable
 
 __all__ = ["Message", "Bus", "Consumer", "PERMANENT_TOPIC_ERRORS", "partition_for", "topic_error_retryable"]
 
@@ -84,7 +84,8 @@ class Bus(Protocol):
                      retention_s: float | None = None) -> None:
         """Create ``name`` if it does not exist (idempotent). With ``retention_s``, records are
         worthless after that long and a broker may delete them (requests and replies: past their
-        deadline; on Kafka see :func:`ephemeral_configs`). An existing topic keeps its configuration."""
+        deadline; on Kafka see :func:`ephemeral_configs`). An existing topic keeps its partitions; on
+        Kafka it gets the configs it would be created with (:func:`configs_to_alter`)."""
         ...
 
     def delete_topic(self, name: str) -> None:
@@ -187,6 +188,47 @@ def ephemeral_configs(retention_s: float) -> dict[str, str]:
     return {"retention.ms": str(ms), "segment.ms": str(max(ms, int(EPHEMERAL_ROLL_S * 1000))),
             "segment.jitter.ms": str(int(EPHEMERAL_ROLL_JITTER_S * 1000)),
             "segment.bytes": str(EPHEMERAL_SEGMENT_BYTES), "file.delete.delay.ms": "1000", "cleanup.policy": "delete"}
+
+
+RECORD_BATCH_HEADROOM = 64 * 1024
+"""Bytes a topic's ``max.message.bytes`` allows past the bus's largest record: Kafka checks a whole
+record batch (its header, the record's key and headers) against it."""
+
+
+def topic_configs(max_message_bytes: int, *, compacted: bool = False,
+                  retention_s: float | None = None) -> dict[str, str]:
+    """Pure: the configs a Kafka driver gives a topic it creates (both drivers alike): room for the
+    bus's largest record; compacted (control documents, plans), or ephemeral (:func:`ephemeral_configs`)
+    with ``retention_s``, or else the broker's retention.
+
+        >>> topic_configs(8 << 20)
+        {'max.message.bytes': '8454144'}
+        >>> topic_configs(8 << 20, compacted=True)["cleanup.policy"]
+        'compact'
+        >>> topic_configs(8 << 20, retention_s=10)["retention.ms"]
+        '10000'
+    """
+    configs = {"cleanup.policy": "compact"} if compacted else {}
+    if retention_s is not None and not compacted:
+        configs.update(ephemeral_configs(retention_s))
+    configs["max.message.bytes"] = str(max_message_bytes + RECORD_BATCH_HEADROOM)
+    return configs
+
+
+def configs_to_alter(current: Mapping[str, str | None], wanted: Mapping[str, str]) -> dict[str, str]:
+    """Pure: the configs of ``wanted`` (:func:`topic_configs`) that an existing topic does not have
+    (``current``: its configs as the broker describes them): what a driver sets when it finds the
+    topic already there, so that a topic created by an earlier release (a week's retention, or other
+    segment rolling) or by hand gets today's. Configs vidnexus does not set are left alone; those it
+    sets are vidnexus's, and a value changed by hand is set back at the next creation.
+
+        >>> configs_to_alter({"retention.ms": "604800000", "segment.ms": "60000", "min.insync.replicas": "2"},
+        ...                  {"retention.ms": "10000", "segment.ms": "60000"})
+        {'retention.ms': '10000'}
+        >>> configs_to_alter({"retention.ms": "10000"}, {"retention.ms": "10000"})
+        {}
+    """
+    return {k: v for k, v in wanted.items() if current.get(k) != v}
 
 
 PERMANENT_TOPIC_ERRORS: dict[int, str] = {

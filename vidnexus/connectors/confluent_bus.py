@@ -14,7 +14,7 @@ import uuid
 from collections import deque
 from typing import Any, Mapping, Sequence
 
-from vidnexus.connectors.bus import Message, ephemeral_configs, topic_error_retryable
+from vidnexus.connectors.bus import Message, configs_to_alter, topic_configs, topic_error_retryable
 from vidnexus.errors import ConnectorError
 
 __all__ = ["ConfluentBus", "ConfluentConsumer", "LingerSwitch"]
@@ -202,15 +202,38 @@ class ConfluentBus:
         from confluent_kafka import KafkaError
         from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # re-exported without `as`
 
-        config = {"max.message.bytes": str(self.max_message_bytes + 64 * 1024)}
-        if compacted:
-            config["cleanup.policy"] = "compact"
-        elif retention_s is not None:
-            config.update(ephemeral_configs(retention_s))
+        config = topic_configs(self.max_message_bytes, compacted=compacted, retention_s=retention_s)
         fut = self._admin.create_topics([NewTopic(name, partitions, 1, config=config)],
                                         operation_timeout=self.timeout_s, request_timeout=self.timeout_s * 2)[name]
-        self._topic_answer(fut, "create", name, KafkaError.TOPIC_ALREADY_EXISTS)
+        if self._topic_answer(fut, "create", name, KafkaError.TOPIC_ALREADY_EXISTS):
+            self._bring_up_to_date(name, config)
         self._wait_for_metadata(name)
+
+    def _bring_up_to_date(self, name: str, wanted: dict[str, str]) -> None:
+        """Give an existing topic the configs vidnexus creates it with (:func:`~vidnexus.connectors.bus.configs_to_alter`,
+        incrementally: its other configs stay). A broker that cannot say or set them is logged, not
+        raised: the topic works, with its old retention and rolling."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported without `as`
+            AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType)
+
+        wait = self.timeout_s * 2 + 1
+        try:
+            res = ConfigResource(ResourceType.TOPIC, name)
+            entries = self._admin.describe_configs([res], request_timeout=self.timeout_s)[res].result(timeout=wait)
+            alter = configs_to_alter({k: e.value for k, e in entries.items()}, wanted)
+            if not alter:
+                return
+            was = {k: entries[k].value if k in entries else None for k in alter}
+            ops = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in alter.items()]
+            for fut in self._admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, name, incremental_configs=ops)],
+                                                             request_timeout=self.timeout_s).values():
+                fut.result(timeout=wait)
+        except (KafkaException, TimeoutError, KeyError) as e:
+            logger.warning("topic %s exists; its configs were not brought up to date (%s)", name, e,
+                           extra={"topic": name})
+            return
+        logger.info("topic %s existed with other configs: set %s (was %s)", name, alter, was, extra={"topic": name})
 
     def delete_topic(self, name: str) -> None:
         """Delete ``name``; a topic the broker does not know is no error. Waits at most twice
@@ -221,10 +244,11 @@ class ConfluentBus:
                                         request_timeout=self.timeout_s * 2)[name]
         self._topic_answer(fut, "delete", name, KafkaError.UNKNOWN_TOPIC_OR_PART)
 
-    def _topic_answer(self, fut: Any, action: str, name: str, fine: int) -> None:
+    def _topic_answer(self, fut: Any, action: str, name: str, fine: int) -> bool:
         """Wait at most twice ``timeout_s`` (and a second) for the admin's answer to creating or
         deleting topic ``name``; error code ``fine`` is no error (it exists already, it is gone
-        already). A refusal is retryable unless permanent (``topic_error_retryable``); no answer is."""
+        already): True when that was the answer. A refusal is retryable unless permanent
+        (``topic_error_retryable``); no answer is."""
         from confluent_kafka import KafkaException
 
         wait = self.timeout_s * 2 + 1
@@ -235,9 +259,11 @@ class ConfluentBus:
             if _code(err) != fine:
                 raise ConnectorError(f"cannot {action} topic {name!r}: {err or e}",
                                      retryable=topic_error_retryable(_code(err))) from None
+            return True
         except TimeoutError:
             raise ConnectorError(f"cannot {action} topic {name!r}: no answer from Kafka at {self.bootstrap!r} "
                                  f"in {wait:g} s", retryable=True) from None
+        return False
 
     def _wait_for_metadata(self, name: str) -> None:
         """Wait at most twice ``timeout_s`` until the broker lists ``name``. Not arriving is

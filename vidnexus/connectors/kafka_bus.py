@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
-from vidnexus.connectors.bus import Message, ephemeral_configs, topic_error_retryable
+from vidnexus.connectors.bus import Message, configs_to_alter, topic_configs, topic_error_retryable
 from vidnexus.errors import ConnectorError
 
 __all__ = ["KafkaBus", "KafkaGroupConsumer"]
@@ -82,21 +82,44 @@ class KafkaBus:
         from kafka.admin import NewTopic
         from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-        configs = {"cleanup.policy": "compact"} if compacted else {}
-        if retention_s is not None and not compacted:
-            configs.update(ephemeral_configs(retention_s))
-        configs["max.message.bytes"] = str(self.max_message_bytes)
+        configs = topic_configs(self.max_message_bytes, compacted=compacted, retention_s=retention_s)
         try:
             self._admin.create_topics(
                 [NewTopic(name, partitions, 1, topic_configs=configs)],
                 timeout_ms=int(self.timeout_s * 1000),
             )
         except TopicAlreadyExistsError:
+            self._bring_up_to_date(name, configs)
             return
         except (KafkaError, RuntimeError) as e:  # RuntimeError: "Failed to find active controller id!" mid-restart
             raise ConnectorError(f"cannot create topic {name!r}: {e}",
                                  retryable=topic_error_retryable(getattr(e, "errno", None))) from None
         self._wait_for_metadata(name)
+
+    def _bring_up_to_date(self, name: str, wanted: dict[str, str]) -> None:
+        """Give an existing topic the configs vidnexus creates it with (:func:`~vidnexus.connectors.bus.configs_to_alter`,
+        incrementally on brokers from 2.3: its other configs stay). A broker that cannot say or set
+        them is logged, not raised: the topic works, with its old retention and rolling."""
+        from kafka.admin import ConfigResource, ConfigResourceType
+        from kafka.errors import KafkaError
+
+        try:
+            described = self._admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name, configs=dict(wanted))],
+                                                     config_filter="all")
+            entries = described.get("topic", {}).get(name, {})
+            alter = configs_to_alter({k: e.get("value") for k, e in entries.items()}, wanted)
+            if not alter:
+                return
+            was = {k: entries.get(k, {}).get("value") for k in alter}
+            answer = self._admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, name, configs=alter)])
+            result = answer.get("topic", {}).get(name)
+            if result != "OK":
+                raise KafkaError(f"the broker answered {result!r}")
+        except (KafkaError, RuntimeError, ValueError) as e:
+            logger.warning("topic %s exists; its configs were not brought up to date (%s)", name, e,
+                           extra={"topic": name})
+            return
+        logger.info("topic %s existed with other configs: set %s (was %s)", name, alter, was, extra={"topic": name})
 
     def delete_topic(self, name: str) -> None:
         """Delete ``name``; a topic the broker does not know is no error. Waits at most ``timeout_s``
