@@ -103,6 +103,19 @@ def test_the_adaptive_producer_switches_with_the_rate_and_keeps_the_order(kafka_
         bus.close()
 
 
+def test_producers_take_the_leaders_write_on_a_one_broker_cluster(kafka_bus, topic):
+    """One broker: a partition's only replica is its leader, so acks=all would wait for nothing more
+    (and cost the broker more); records still arrive, in order."""
+    assert kafka_bus.acks == "1"
+    kafka_bus.create_topic(topic, partitions=1)
+    for i in range(20):
+        kafka_bus.publish(topic, b"k", str(i).encode())
+    kafka_bus.flush()
+    c = kafka_bus.subscribe([topic], group=f"g-{uuid.uuid4().hex[:6]}")
+    assert [int(m.value) for m in drain(c, 20)] == list(range(20))
+    c.close()
+
+
 def test_create_topic_is_idempotent(kafka_bus, topic):
     kafka_bus.create_topic(topic, partitions=2)
     kafka_bus.create_topic(topic, partitions=2)

@@ -215,6 +215,22 @@ def topic_configs(max_message_bytes: int, *, compacted: bool = False,
     return configs
 
 
+def producer_acks(brokers: int) -> str:
+    """Pure: the producers' ``acks`` on a cluster of ``brokers`` brokers: ``"1"`` (the leader's
+    write) on one broker, where a partition's only replica is its leader and ``acks=all`` waits for
+    nothing more but costs the broker more CPU (its produce goes through the purgatory of delayed
+    produces: 1.25 against 1.05 ms of broker CPU per 150 KB request and echo, 0.92 against 0.86 for
+    20 KB, four alternated rounds of bench hop's echo at 200 req/s; behind a served executor at 150
+    req/s, three alternated 15 s runs each, 1.95 against 1.92 ms, within the noise; issue 18's note
+    of 2026-12-03, probe scripts, not a benchmark); ``"all"`` on a cluster of several, where a topic
+    may have more replicas (vidnexus creates its own with one).
+
+        >>> producer_acks(1), producer_acks(3)
+        ('1', 'all')
+    """
+    return "1" if brokers == 1 else "all"
+
+
 def configs_to_alter(current: Mapping[str, str | None], wanted: Mapping[str, str]) -> dict[str, str]:
     """Pure: the configs of ``wanted`` (:func:`topic_configs`) that an existing topic does not have
     (``current``: its configs as the broker describes them): what a driver sets when it finds the

@@ -14,7 +14,7 @@ import uuid
 from collections import deque
 from typing import Any, Mapping, Sequence
 
-from vidnexus.connectors.bus import Message, configs_to_alter, topic_configs, topic_error_retryable
+from vidnexus.connectors.bus import Message, configs_to_alter, producer_acks, topic_configs, topic_error_retryable
 from vidnexus.errors import ConnectorError
 
 __all__ = ["ConfluentBus", "ConfluentConsumer", "LingerSwitch"]
@@ -167,7 +167,7 @@ class ConfluentBus:
 
         def producer(linger: float, name: str) -> Any:
             return Producer({
-                **self._common, "client.id": name, "acks": "all", "linger.ms": linger,
+                **self._common, "client.id": name, "acks": self.acks, "linger.ms": linger,
                 "message.max.bytes": max_message_bytes + 64 * 1024, "enable.idempotence": False,
                 # Through a broker outage, records wait in the producer's queue (bounded: 256 MB)
                 # until it is back, however long that takes; a full queue is back-pressure on
@@ -180,7 +180,9 @@ class ConfluentBus:
             # broker's default partitions and configs) where the broker allows auto-creation, as the
             # managed one does: librdkafka's admin asks for it by default (until 2026-12-02).
             self._admin = AdminClient({**self._common, "client.id": "vnx-admin", "allow.auto.create.topics": False})
-            self._admin.list_topics(timeout=timeout_s)  # fails fast when the broker is not there
+            brokers = len(self._admin.list_topics(timeout=timeout_s).brokers)  # fails fast when the broker is not there
+            self.acks = producer_acks(brokers)
+            """The producers' ``acks`` (:func:`~vidnexus.connectors.bus.producer_acks`: "1" on a one-broker cluster)."""
             self._producer = producer(self.linger_ms, "vnx-producer")
             self._eager = producer(0.0, "vnx-producer-eager") if linger_ms is None else None
         except KafkaException as e:

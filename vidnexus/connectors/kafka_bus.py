@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
-from vidnexus.connectors.bus import Message, configs_to_alter, topic_configs, topic_error_retryable
+from vidnexus.connectors.bus import Message, configs_to_alter, producer_acks, topic_configs, topic_error_retryable
 from vidnexus.errors import ConnectorError
 
 __all__ = ["KafkaBus", "KafkaGroupConsumer"]
@@ -63,9 +63,11 @@ class KafkaBus:
         self.linger_ms = linger_ms
         try:
             self._admin = KafkaAdminClient(client_id="vnx-admin", **common)
+            self.acks = producer_acks(len(self._admin.describe_cluster().get("brokers") or ()))
+            """The producer's ``acks`` (:func:`~vidnexus.connectors.bus.producer_acks`: "1" on a one-broker cluster)."""
             self._producer = KafkaProducer(
                 client_id="vnx-producer",
-                acks="all",
+                acks=1 if self.acks == "1" else "all",
                 linger_ms=linger_ms,
                 max_request_size=max_message_bytes,
                 max_block_ms=int(timeout_s * 1000),
