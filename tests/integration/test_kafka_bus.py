@@ -16,6 +16,17 @@ def drain(consumer, n, timeout_s=30.0):
     return out
 
 
+def assert_flows_in_order(bus, topic, n):
+    """``n`` records under one key through a new one-partition ``topic`` arrive, all and in order."""
+    bus.create_topic(topic, partitions=1)
+    for i in range(n):
+        bus.publish(topic, b"k", str(i).encode())
+    bus.flush()
+    c = bus.subscribe([topic], group=f"g-{uuid.uuid4().hex[:6]}")
+    assert [int(m.value) for m in drain(c, n)] == list(range(n))
+    c.close()
+
+
 def test_round_trip_keeps_per_key_order_across_partitions(kafka_bus, topic):
     kafka_bus.create_topic(topic, partitions=4)
     assert kafka_bus.partitions(topic) == 4
@@ -47,13 +58,7 @@ def test_the_producer_linger_comes_from_the_settings_and_records_flow_at_each(ka
         assert bus.linger_ms == (linger_ms if linger_ms is not None else {"confluent": 0.5, "kafka-python": 2.0}[kafka_driver])
         # Unset on confluent: a second, eager producer takes records while the rate is low.
         assert getattr(bus, "adaptive", False) == (linger_ms is None and kafka_driver == "confluent")
-        bus.create_topic(topic, partitions=1)
-        for i in range(50):
-            bus.publish(topic, b"k", str(i).encode())
-        bus.flush()
-        c = bus.subscribe([topic], group=f"g-{uuid.uuid4().hex[:6]}")
-        assert [int(m.value) for m in drain(c, 50)] == list(range(50))
-        c.close()
+        assert_flows_in_order(bus, topic, 50)
     finally:
         bus.close()
 
@@ -107,13 +112,7 @@ def test_producers_take_the_leaders_write_on_a_one_broker_cluster(kafka_bus, top
     """One broker: a partition's only replica is its leader, so acks=all would wait for nothing more
     (and cost the broker more); records still arrive, in order."""
     assert kafka_bus.acks == "1"
-    kafka_bus.create_topic(topic, partitions=1)
-    for i in range(20):
-        kafka_bus.publish(topic, b"k", str(i).encode())
-    kafka_bus.flush()
-    c = kafka_bus.subscribe([topic], group=f"g-{uuid.uuid4().hex[:6]}")
-    assert [int(m.value) for m in drain(c, 20)] == list(range(20))
-    c.close()
+    assert_flows_in_order(kafka_bus, topic, 20)
 
 
 def test_create_topic_is_idempotent(kafka_bus, topic):

@@ -14,7 +14,8 @@ import uuid
 from collections import deque
 from typing import Any, Mapping, Sequence
 
-from vidnexus.connectors.bus import Message, configs_to_alter, producer_acks, topic_configs, topic_error_retryable
+from vidnexus.connectors.bus import (RECORD_BATCH_HEADROOM, Message, configs_to_alter, producer_acks, topic_configs,
+                                     topic_error_retryable)
 from vidnexus.errors import ConnectorError
 
 __all__ = ["ConfluentBus", "ConfluentConsumer", "LingerSwitch"]
@@ -168,7 +169,7 @@ class ConfluentBus:
         def producer(linger: float, name: str) -> Any:
             return Producer({
                 **self._common, "client.id": name, "acks": self.acks, "linger.ms": linger,
-                "message.max.bytes": max_message_bytes + 64 * 1024, "enable.idempotence": False,
+                "message.max.bytes": max_message_bytes + RECORD_BATCH_HEADROOM, "enable.idempotence": False,
                 # Through a broker outage, records wait in the producer's queue (bounded: 256 MB)
                 # until it is back, however long that takes; a full queue is back-pressure on
                 # ``publish`` (a retryable error), never a record dropped behind the caller's back.
@@ -473,7 +474,7 @@ class ConfluentConsumer:
             "heartbeat.interval.ms": 1000,
             "max.poll.interval.ms": 60000,
             "fetch.max.bytes": bus.max_message_bytes * 2,
-            "max.partition.fetch.bytes": bus.max_message_bytes + 64 * 1024,
+            "max.partition.fetch.bytes": bus.max_message_bytes + RECORD_BATCH_HEADROOM,
             # How long the broker holds a fetch that found nothing (it answers as soon as a record
             # arrives: fetch.min.bytes is 1). At 10 ms every idle consumer asked 100 times a second:
             # an idle executor and its client cost the broker 0.13-0.34 of a core on this 2-core box,
