@@ -271,3 +271,29 @@ def test_without_probe_the_profile_stays_as_measured():
     with ex:
         assert all(f.result(timeout=10).ok for f in [ex.submit("s", i) for i in range(3)])
     assert ex.core.profile("m").max_batch == 16 and max(runner.batches) <= 16
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
+@pytest.mark.parametrize("sched", ["batch", "normal"])
+def test_the_device_thread_runs_as_a_batch_job_unless_told_otherwise(sched):
+    """The device thread takes SCHED_BATCH (the threads carrying requests to it are not preempted by
+    it); the caller's threads keep their own policy; ``normal`` leaves the device thread as it was."""
+    import os
+
+    seen = {}
+
+    def runner(xs):
+        seen["policy"] = os.sched_getscheduler(0)
+        return list(xs)
+
+    mine = os.sched_getscheduler(0)
+    ex = Executor([SessionSpec("s", "m", 2.0)], {"m": runner}, {"m": P}, clock=FakeClock(), device_sched=sched)
+    with ex:
+        assert ex.submit("s", 1).result(timeout=10).ok
+    assert seen["policy"] == (os.SCHED_BATCH if sched == "batch" else mine)
+    assert os.sched_getscheduler(0) == mine
+
+
+def test_an_unknown_device_policy_is_refused():
+    with pytest.raises(ValueError, match="device_sched"):
+        Executor([SessionSpec("s", "m", 2.0)], {"m": list}, {"m": P}, device_sched="realtime")
