@@ -5,7 +5,8 @@ executor's own figure is in its stats). The difference between the two, per sess
 trip over the bus: :meth:`ExecutorClient.round_trip_s` is its 90th percentile over the session's
 last 256 replies of the last 30 s (the model's, over all of its sessions on this client, until the
 session has 20: a session the worker just moved to starts from what the model's requests measured),
-never more than the session's SLO, and :meth:`ExecutorClient.reply_reserve_s` the time callers
+never more than the session's SLO (computed again at most every ``ROUND_TRIP_REFRESH_S`` once
+measured), and :meth:`ExecutorClient.reply_reserve_s` the time callers
 take off their deadlines for the reply's trip back: half the round trip's median
 (:data:`REPLY_RESERVE_Q`). Every reply the executor timed counts, its drops
 too: were only answers measured, a reserve grown past what the SLO leaves (replies held through a
@@ -64,6 +65,12 @@ HOP_MIN_SAMPLES = 20
 HOP_WINDOW_S = 30.0
 """Seconds a measured round trip counts for: a session that got no reply for that long (its
 executor or the broker away) starts measuring again from nothing."""
+
+ROUND_TRIP_REFRESH_S = 0.1
+"""How long a computed round-trip quantile is reused once measured (:meth:`ExecutorClient.round_trip_s`):
+callers ask it for every request (a worker's stage budget, the bench's deadlines), and sorting the
+session's window each time was a sixth of a request's submit in the client (py-spy, issue 18's note
+of 2026-12-03). Before it is measured (0), every new reply recomputes it."""
 
 REPLY_RESERVE_Q = 0.5
 """The quantile of the round trip whose half a request's deadline leaves for its reply's trip back.
@@ -127,6 +134,8 @@ class ExecutorClient:
         self._expiry: list[tuple[float, str]] = []  # heap of (expires_wall, request id)
         self._hops: dict[str, deque[tuple[float, float]]] = {}  # session → (when, bus round trip) per reply
         self._model_hops: dict[str, deque[tuple[float, float]]] = {}  # model → the same, over all of its sessions
+        self._hop_count = 0  # round trips measured so far (what a cached quantile was computed after)
+        self._quantiles: dict[tuple[str, float], tuple[float, int, float]] = {}  # (session, q) → (when, count, value)
         self._lock = threading.Lock()
         self._routers: dict[str, Router[str]] = {}
         self._created_topics: set[str] = set()  # routed and background topics this client created already
@@ -229,12 +238,20 @@ class ExecutorClient:
         time) of ``session_id``'s recent requests, else of its model's (see the module
         docstring), at most the session's SLO; 0 until enough were measured."""
         sid = str(session_id)
-        since = self._clock.now() - HOP_WINDOW_S
+        now = self._clock.now()
+        since = now - HOP_WINDOW_S
         with self._lock:
+            cached = self._quantiles.get((sid, q))
+            if cached is not None and now - cached[0] < ROUND_TRIP_REFRESH_S and (cached[2] > 0 or cached[1] == self._hop_count):
+                return cached[2]
             hops = [h for t, h in self._hops.get(sid, ()) if t >= since]
             if len(hops) < HOP_MIN_SAMPLES:
                 hops = [h for t, h in self._model_hops.get(_model_of(sid), ()) if t >= since]
-        return min(recent_quantile(hops, q, HOP_MIN_SAMPLES), _slo_of(sid))
+            count = self._hop_count
+        value = min(recent_quantile(hops, q, HOP_MIN_SAMPLES), _slo_of(sid))
+        with self._lock:
+            self._quantiles[(sid, q)] = (now, count, value)
+        return value
 
     def reply_reserve_s(self, session_id: SessionKey | str) -> float:
         """Seconds to take off a deadline for the reply's trip back from ``session_id``'s executor:
@@ -312,6 +329,7 @@ class ExecutorClient:
                 sample = (now, max(0.0, now - entry[1] - max(timed)))
                 self._hops.setdefault(sid, deque(maxlen=HOP_SAMPLES)).append(sample)
                 self._model_hops.setdefault(_model_of(sid), deque(maxlen=HOP_SAMPLES)).append(sample)
+                self._hop_count += 1
         if entry is None:
             return
         futs, sent = entry

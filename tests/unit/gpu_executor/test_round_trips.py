@@ -120,3 +120,20 @@ def test_round_trips_older_than_the_window_are_forgotten(served):
     assert client.round_trip_s(SID) == pytest.approx(0.026)
     served.clock.advance(HOP_WINDOW_S + 1)   # no reply for longer than the window: measure afresh
     assert client.round_trip_s(SID) == 0.0
+
+
+def test_a_measured_round_trip_is_computed_again_only_after_the_refresh(served):
+    """Callers ask for every request; the quantile is reused for ROUND_TRIP_REFRESH_S once measured."""
+    from vidnexus.gpu_executor.client import ROUND_TRIP_REFRESH_S
+
+    client = served.client
+    futs = [client.submit(SID, np.zeros(2, np.float32), slo_s=1.0) for _ in range(25)]
+    served.serve(0.030, Reply(True, 1.0, latency_s=0.004))
+    assert all(f.result(timeout=5).ok for f in futs)
+    assert client.round_trip_s(SID) == pytest.approx(0.026)
+    futs = [client.submit(SID, np.zeros(2, np.float32), slo_s=1.0) for _ in range(256)]   # the whole window
+    served.serve(0.010, Reply(True, 1.0, latency_s=0.004))   # 6 ms now, within the refresh
+    assert all(f.result(timeout=5).ok for f in futs)
+    assert client.round_trip_s(SID) == pytest.approx(0.026)
+    served.clock.advance(ROUND_TRIP_REFRESH_S)
+    assert client.round_trip_s(SID) == pytest.approx(0.006)
