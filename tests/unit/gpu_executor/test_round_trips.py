@@ -82,6 +82,12 @@ class _Served:
         self.client = ExecutorClient(self.bus, Settings(bus="memory", topic_prefix="rt"), "c", clock=self.clock)
         self.reqs = self.bus.subscribe([Topics("rt").requests(SID)], group=None, from_beginning=True)
 
+    def answered(self, n, hop_s, executor_s=0.004):
+        """``n`` requests sent, then answered after a round trip of ``hop_s``, the executor's ``executor_s`` of it."""
+        futs = [self.client.submit(SID, np.zeros(2, np.float32), slo_s=1.0) for _ in range(n)]
+        self.serve(hop_s, Reply(True, 1.0, latency_s=executor_s))
+        assert all(f.result(timeout=5).ok for f in futs)
+
     def serve(self, hop_s, reply):
         self.clock.advance(hop_s)
         for m in self.reqs.poll(timeout_s=1.0):
@@ -114,9 +120,7 @@ def test_a_reserve_grown_past_the_slo_comes_back_down_from_the_executors_drops(s
 
 def test_round_trips_older_than_the_window_are_forgotten(served):
     client = served.client
-    futs = [client.submit(SID, np.zeros(2, np.float32), slo_s=1.0) for _ in range(25)]
-    served.serve(0.030, Reply(True, 1.0, latency_s=0.004))
-    assert all(f.result(timeout=5).ok for f in futs)
+    served.answered(25, 0.030)
     assert client.round_trip_s(SID) == pytest.approx(0.026)
     served.clock.advance(HOP_WINDOW_S + 1)   # no reply for longer than the window: measure afresh
     assert client.round_trip_s(SID) == 0.0
@@ -127,13 +131,9 @@ def test_a_measured_round_trip_is_computed_again_only_after_the_refresh(served):
     from vidnexus.gpu_executor.client import ROUND_TRIP_REFRESH_S
 
     client = served.client
-    futs = [client.submit(SID, np.zeros(2, np.float32), slo_s=1.0) for _ in range(25)]
-    served.serve(0.030, Reply(True, 1.0, latency_s=0.004))
-    assert all(f.result(timeout=5).ok for f in futs)
+    served.answered(25, 0.030)
     assert client.round_trip_s(SID) == pytest.approx(0.026)
-    futs = [client.submit(SID, np.zeros(2, np.float32), slo_s=1.0) for _ in range(256)]   # the whole window
-    served.serve(0.010, Reply(True, 1.0, latency_s=0.004))   # 6 ms now, within the refresh
-    assert all(f.result(timeout=5).ok for f in futs)
+    served.answered(256, 0.010)   # the whole window at 6 ms now, within the refresh
     assert client.round_trip_s(SID) == pytest.approx(0.026)
     served.clock.advance(ROUND_TRIP_REFRESH_S)
     assert client.round_trip_s(SID) == pytest.approx(0.006)
