@@ -93,21 +93,22 @@ def test_models_list_says_where_every_models_weights_come_from():
 
 @pytest.mark.timeout(300)
 def test_the_hudtext_app_reads_a_hud_in_a_font_it_never_trained_on(tmp_path):
-    """Two streams over the two real videos (the car park, the room), 12 s each sampled at 5 fps
+    """Two streams over the two real videos (the car park, the room), 20 s each sampled at 2.5 fps
     and read in real time, with the app's own 300 ms SLO on the embedded default: every frame is a
     row or an accounted drop, at least 95% of them rows, and at least 95% of the HUD values read
     are exactly the values drawn.
 
-    Real time, not faster: 20 recogniser requests a second keep the executor under half busy on
-    a 2-core host. At twice real time (40 a second) it ran near saturation (under load a batch took
-    1.3-1.8× its profiled time) and a run dropped anywhere from 0 to 45% of its frames, as an SLO
+    Real time, and 10 recogniser requests a second: the model's profile on this 2-core host is
+    42 ms for one text line and 72 ms for two, so that keeps the executor's device under half busy.
+    At 5 fps (20 a second, about 70% busy) a CI run on a slower machine dropped 7 of 120 frames on
+    early drop/deadline; at 10 fps (40 a second) a run dropped anywhere from 0 to 45%, as an SLO
     executor that cannot keep up must."""
     data = tmp_path / "data"
     data.mkdir()
     env = dict(os.environ, VNX_DATA_DIR=str(data), VNX_BUS="memory", VNX_STORE="chdb")
-    streams = [f"cam-{v}=synthetic://hudtext?seed={s}&fps=10&seconds=12&video={v}" for s, v in ((3, "car"), (8, "people"))]
+    streams = [f"cam-{v}=synthetic://hudtext?seed={s}&fps=10&seconds=20&video={v}" for s, v in ((3, "car"), (8, "people"))]
     run = subprocess.run([sys.executable, "-m", "vidnexus", "run", "hudtext", *sum((["--stream", s] for s in streams), []),
-                          "--fps", "5", "--rate", "realtime"], env=env, capture_output=True, text=True, timeout=280)
+                          "--fps", "2.5", "--rate", "realtime"], env=env, capture_output=True, text=True, timeout=280)
     assert run.returncode == 0, run.stderr[-3000:]
 
     def sql(query: str) -> list[dict]:
@@ -118,8 +119,8 @@ def test_the_hudtext_app_reads_a_hud_in_a_font_it_never_trained_on(tmp_path):
 
     status = {d["status"]: int(d["n"]) for d in sql(
         "SELECT status, count() AS n FROM vnx_frames FINAL WHERE app = 'hudtext' GROUP BY status")}
-    assert sum(status.values()) == 120, status  # 2 streams × 12 s × 5 fps, each frame once
-    assert status.get("ok", 0) >= 114, status
+    assert sum(status.values()) == 100, status  # 2 streams × 20 s × 2.5 fps, each frame once
+    assert status.get("ok", 0) >= 95, status
     (r,) = sql("SELECT count() AS n, sum(score_read = score_truth) + sum(kills_read = kills_truth) AS exact, "
                "countIf(score_truth < 0 OR kills_truth < 0) AS untold FROM hud_text_reads FINAL")
     assert int(r["n"]) == status["ok"] and int(r["untold"]) == 0
