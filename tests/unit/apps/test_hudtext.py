@@ -100,8 +100,8 @@ def test_the_hudtext_app_reads_a_hud_in_a_font_it_never_trained_on(tmp_path):
 
     Real time, and 10 recogniser requests a second: the model's profile on this 2-core host is
     42 ms for one text line and 72 ms for two, so that keeps the executor's device under half busy.
-    At 5 fps (20 a second, about 70% busy) a CI run on a slower machine dropped 7 of 120 frames on
-    early drop/deadline; at 10 fps (40 a second) a run dropped anywhere from 0 to 45%, as an SLO
+    At 5 fps (20 a second, about 70% busy) a CI run on a slower machine dropped 7 of 120 frames (here,
+    with one core busy-looped, early drops); at 10 fps (40 a second) a run dropped anywhere from 0 to 45%, as an SLO
     executor that cannot keep up must."""
     data = tmp_path / "data"
     data.mkdir()
