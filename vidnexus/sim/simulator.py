@@ -67,6 +67,7 @@ def simulate(
     actual: Mapping[str, Callable[[int], float]] | None = None,
     order: Order = "laxity",
     until_s: float | None = None,
+    grow: bool = True,
 ) -> SimResult:
     """Run ``trace`` through one simulated device (until it is served, or until ``until_s``: no
     batch starts after it, and requests still queued then are counted in ``unfinished``). A reply
@@ -78,8 +79,9 @@ def simulate(
         noise_cv: coefficient of variation of the simulated batch latency (0 = exact profile).
         actual: model → true latency function, when it differs from the profile the policies see.
         order: which session runs next (:class:`~vidnexus.gpu_executor.backend.DutyCycle`).
+        grow: a batch takes more of its session's backlog when it can (``DutyCycle``'s ``grow``).
     """
-    core = DutyCycle(sessions, profiles, targets, order=order)
+    core = DutyCycle(sessions, profiles, targets, order=order, grow=grow)
     slo = {s.session_id: s.slo_s for s in sessions}
     rng = random.Random(seed)
     res = SimResult(per_session={s.session_id: Counter() for s in sessions})

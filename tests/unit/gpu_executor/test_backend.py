@@ -6,8 +6,10 @@ from vidnexus.contracts.profile import Profile
 P = Profile.linear(0.010, 0.010, max_batch=16)
 
 
-def core(*sessions, targets=None):
-    return DutyCycle(list(sessions), {"a": P, "b": P}, targets)
+def core(*sessions, targets=None, grow=False):
+    """A duty cycle over models a and b; batches at most their planned size unless ``grow`` (the
+    tests of sizes and order run without growth; growth has tests of its own)."""
+    return DutyCycle(list(sessions), {"a": P, "b": P}, targets, grow=grow)
 
 
 def test_round_robin_alternates_sessions():
@@ -226,3 +228,39 @@ def test_a_size_the_profile_got_wrong_is_corrected_while_it_runs():
         c.observed(four, 1.5 * P.latency(4))
     assert c.profile("a").latency(1) == pytest.approx(P.latency(1), rel=0.05)
     assert c.profile("a").latency(4) == pytest.approx(1.5 * P.latency(4), rel=0.05)
+
+
+def test_a_backlog_joins_the_batch_when_its_head_can_wait_for_it():
+    """Without a plan, a batch at its planned size with more of its session's requests queued
+    takes them too, up to what its head's deadline admits (GROW): ℓ(b) = 10b + 10 ms, SLO 110 ms
+    plans 4 (2ℓ(4) ≤ 110); 12 queued run 10 at once (ℓ(10) = 110 ms), where Nexus's rule runs 4."""
+    assert _taken(core(SessionSpec("s", "a", 0.11), grow=True), "s", 12, 0.11, now=0.0) == 10
+    assert _taken(core(SessionSpec("s", "a", 0.11)), "s", 12, 0.11, now=0.0) == 4
+    # A queue no longer than the planned size runs as it is; a plan's size is kept.
+    assert _taken(core(SessionSpec("s", "a", 0.11), grow=True), "s", 3, 0.11, now=0.0) == 3
+    planned = core(SessionSpec("s", "a", 0.11), targets={"s": 4}, grow=True)
+    assert _taken(planned, "s", 12, 0.11, now=0.0) == 4
+
+
+def test_a_grown_batch_leaves_another_sessions_next_batch_its_time():
+    """s1 (round robin's turn) has a backlog with room to grow to 16; s2's queued request must
+    start by 80 ms (deadline 100 ms, ℓ(1) = 20 ms), so s1's batch ends by then: ℓ(7) = 80 ms."""
+    c = DutyCycle([SessionSpec("s1", "a", 1.0), SessionSpec("s2", "b", 1.0)], {"a": P, "b": P},
+                  order="round_robin", grow=True)
+    for rid in range(20):
+        c.enqueue("s1", rid, 1.0, 0.0)
+    c.enqueue("s2", 100, 0.1, 0.0)
+    first = c.schedule(0.0).dispatch
+    assert first.session_id == "s1" and first.batch == 7
+    after = c.schedule(P.latency(7)).dispatch
+    assert after.session_id == "s2" and P.latency(7) + P.latency(after.batch) <= 0.1 + 1e-9
+
+
+def test_a_batch_does_not_grow_to_a_size_that_serves_fewer_requests_a_second():
+    """A profile where every size above 3 costs more per request than 3 (like bench peers' model
+    on a fast VM, tests/sim PEERS_LIKE; 6.2 ms a request at 3, 6.25-7.2 above): a backlog behind
+    a batch of 3 waits for the next batch rather than slow the device down."""
+    prof = Profile((1, 2, 3, 4, 6, 8), (0.0099, 0.0158, 0.0186, 0.0288, 0.0412, 0.050))
+    c = DutyCycle([SessionSpec("s", "m", 0.2)], {"m": prof}, grow=True)
+    assert c.targets()["s"] == 3
+    assert _taken(c, "s", 8, 0.2, now=0.0) == 3
