@@ -427,16 +427,15 @@ class DutyCycle:
         batch of ``taken``. Pops and returns them."""
         q = self._queues[sid]
         end = min(first, self.rt_deadline(now, exclude=sid, reserve=1))
-        b = best = taken
         rate = taken / profile.latency(taken)
+        b = best = taken
         while b - taken < len(q.ids) and b < profile.max_batch and now + profile.latency(b + 1) <= end:
             b += 1
             if b / profile.latency(b) >= rate:
                 best = b
-        b = best
-        more = tuple(q.ids[: b - taken])
-        del q.ids[: b - taken]
-        del q.deadlines[: b - taken]
+        more = tuple(q.ids[: best - taken])
+        del q.ids[: best - taken]
+        del q.deadlines[: best - taken]
         return more
 
     def rt_deadline(self, now: float, exclude: str | None = None, reserve: int = RESERVE_BATCHES) -> float:

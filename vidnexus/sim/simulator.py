@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from vidnexus.gpu_executor.backend import DutyCycle, Order, SessionSpec
+from vidnexus.gpu_executor.backend import GROW, DutyCycle, Order, SessionSpec
 from vidnexus.contracts.profile import Profile
 from vidnexus.sim.loadgen import Arrival
 
@@ -67,7 +67,7 @@ def simulate(
     actual: Mapping[str, Callable[[int], float]] | None = None,
     order: Order = "laxity",
     until_s: float | None = None,
-    grow: bool = True,
+    grow: bool = GROW,
 ) -> SimResult:
     """Run ``trace`` through one simulated device (until it is served, or until ``until_s``: no
     batch starts after it, and requests still queued then are counted in ``unfinished``). A reply
